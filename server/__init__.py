@@ -1,0 +1,1 @@
+"""corrigenda's MCP surface and command line: thin over corrigenda.store."""

@@ -1,0 +1,253 @@
+"""The MCP server: tool signatures, descriptions, annotations and transports. No retrieval logic."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store.views import (
+    Corrected,
+    Exclusion,
+    Forgotten,
+    LifecycleChange,
+    Linked,
+    NoteHistory,
+    RecallResult,
+    Remembered,
+)
+from corrigenda.store.where import SCOPE_PATTERN
+
+from . import render
+from .config import Settings
+from .errors import tool_errors
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+corrigenda is a long-term memory in which corrections are first-class.
+
+Capture protocol:
+- Call `remember` for a durable fact, decision, preference or procedure worth keeping across sessions.
+  It answers with `similar_active`: the closest current notes. If one of them states an older or
+  different value of the same fact, do not leave both standing: call `correct` on that note with the
+  new text and a reason (or, if you already know, pass `supersedes=[id]` to `remember`).
+- When you learn a stored note is wrong and there is no replacement, call `revoke` with a reason.
+- When a revocation or correction was itself a mistake, call `reinstate` (note id or event id).
+- Use `link` to record that a note depends on another (`depends_on`) or adds detail to it (`refines`).
+
+Recall protocol:
+- Call `recall_chains` before answering from memory. Each chain leads with its NOW notes (current);
+  HISTORY notes were superseded or revoked and must not be used as current facts. A CONTESTED chain
+  has several current notes that disagree: resolve it (ask, or correct one).
+- `why_excluded` says why a note you expected is not current or not delivered.
+- `forget` deletes a note for real; use it only when a person asks for data to be erased.
+"""
+
+T = TypeVar("T")
+
+Scope = Annotated[str, Field(description="Namespace of the note (a user, project or agent).", pattern=SCOPE_PATTERN, max_length=128)]
+NoteId = Annotated[str, Field(description="A note id returned by this server (n_…).", pattern=r"^n_[0-9a-z]{26}$")]
+Reason = Annotated[str, Field(description="Why: kept with the event and shown with the history.", min_length=1, max_length=2000)]
+Text = Annotated[str, Field(description="The note, self-contained: say what it is about.", min_length=1, max_length=20000)]
+Kind = Annotated[str, Field(description="fact, decision, preference, procedure, observation, …", min_length=1, max_length=64)]
+Subject = Annotated[str | None, Field(description="Optional key of what the note is about, e.g. 'service.port'.", max_length=256)]
+Tags = Annotated[list[Annotated[str, Field(max_length=64)]], Field(description="Free labels.", max_length=32)]
+Source = Annotated[str | None, Field(description="Where the note came from (file, URL, conversation).", max_length=1000)]
+Confidence = Annotated[float, Field(description="How sure the writer is, 0 to 1.", ge=0.0, le=1.0)]
+ValidFrom = Annotated[datetime | None, Field(description="When it starts to hold in the world (ISO 8601).")]
+ValidUntil = Annotated[datetime | None, Field(description="When it stops holding (ISO 8601); after it the note is expired, not deleted.")]
+Budget = Annotated[int, Field(description="Token budget for the whole answer.", ge=50, le=100_000)]
+AsOf = Annotated[datetime | None, Field(description="Replay what the store believed at this time (ISO 8601).")]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+@dataclass
+class AppContext:
+    memory: Memory
+
+
+def _result(model: BaseModel, text: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json")
+    )
+
+
+def build_memory(settings: Settings) -> Memory:
+    return Memory(
+        settings.db,
+        SentenceTransformerEmbedder(settings.model),
+        settings=RetrievalSettings(min_similarity=settings.min_similarity),
+    )
+
+
+def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory] = build_memory) -> MCPServer[AppContext]:
+    """The server with every tool; the lifespan owns the store and starts the model loading."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
+        yield AppContext(memory=memory_factory(settings))
+
+    server: MCPServer[AppContext] = MCPServer(
+        "corrigenda", instructions=INSTRUCTIONS, version=_version(), lifespan=lifespan, log_level=settings.log_level
+    )
+
+    async def on_initialized(ctx: Any, params: NotificationParams) -> None:
+        # The handshake is done: load the model now, in the background, so that `initialize`
+        # never waits for it and the first tool call rarely does.
+        ctx.lifespan_context.memory.warm()
+
+    server._lowlevel_server.add_notification_handler("notifications/initialized", NotificationParams, on_initialized)
+
+    async def call(ctx: Context, tool: str, work: Callable[[Memory], T]) -> T:
+        """Run store work off the event loop, with store errors turned into tool errors."""
+        memory: Memory = ctx.request_context.lifespan_context.memory
+        with tool_errors(tool):
+            return await anyio.to_thread.run_sync(partial(work, memory))
+
+    default_scope = settings.scope
+
+    @server.tool(annotations=APPEND)
+    async def remember(
+        ctx: Context,
+        text: Text,
+        scope: Scope = default_scope,
+        kind: Kind = "fact",
+        subject: Subject = None,
+        tags: Tags = [],  # noqa: B006 - the schema shows the default; never mutated
+        source: Source = None,
+        confidence: Confidence = 1.0,
+        valid_from: ValidFrom = None,
+        valid_until: ValidUntil = None,
+        supersedes: Annotated[list[NoteId], Field(description="Notes this one replaces (known at capture time).", max_length=32)] = [],  # noqa: B006
+        depends_on: Annotated[list[NoteId], Field(description="Notes this one needs to make sense.", max_length=32)] = [],  # noqa: B006
+    ) -> Annotated[CallToolResult, Remembered]:
+        """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
+        keeping. The answer lists `similar_active` notes: if one states an older value of the same fact,
+        call `correct` on it (this tool never links notes on its own guess)."""
+        r = await call(ctx, "remember", lambda m: m.remember(text=text, scope=scope, kind=kind, subject=subject,
+                       tags=tags, source=source, confidence=confidence, valid_from=valid_from,
+                       valid_until=valid_until, supersedes=supersedes, depends_on=depends_on))  # fmt: skip
+        return _result(r, render.remembered(r))
+
+    @server.tool(annotations=APPEND)
+    async def correct(
+        ctx: Context,
+        note_id: NoteId,
+        text: Text,
+        reason: Reason,
+        scope: Annotated[str | None, Field(description="Must be the old note's scope if given.", max_length=128)] = None,
+        kind: Annotated[str | None, Field(description="Defaults to the old note's kind.", max_length=64)] = None,
+        subject: Annotated[str | None, Field(description="Defaults to the old note's subject.", max_length=256)] = None,
+        tags: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(description="Defaults to the old note's tags.", max_length=32)] = None,
+        source: Source = None,
+        confidence: Confidence = 1.0,
+        valid_from: ValidFrom = None,
+        valid_until: ValidUntil = None,
+        depends_on: Annotated[list[NoteId], Field(description="Notes the corrected note needs.", max_length=32)] = [],  # noqa: B006
+    ) -> Annotated[CallToolResult, Corrected]:
+        """Replace a note that is out of date or wrong with a corrected one. The old note stays as history
+        (marked superseded, with your reason) and recall shows the new one as current."""
+        r = await call(ctx, "correct", lambda m: m.correct(note_id=note_id, text=text, reason=reason, scope=scope,
+                       kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
+                       valid_from=valid_from, valid_until=valid_until, depends_on=depends_on))  # fmt: skip
+        return _result(r, render.corrected(r))
+
+    @server.tool(annotations=IDEMPOTENT)
+    async def revoke(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, LifecycleChange]:
+        """Mark a note as wrong when there is nothing to replace it with. If it was a correction, the note it
+        replaced becomes current again. Calling it on an already revoked note changes nothing."""
+        r = await call(ctx, "revoke", lambda m: m.revoke(note_id=note_id, reason=reason))
+        return _result(r, render.lifecycle(r, "Revoked"))
+
+    @server.tool(annotations=IDEMPOTENT)
+    async def reinstate(
+        ctx: Context,
+        target_id: Annotated[str, Field(description="A note id (undo whatever now excludes it) or the id of a revokes/supersedes event (retract just that).", pattern=r"^[ne]_[0-9a-z]{26}$")],
+        reason: Reason,
+    ) -> Annotated[CallToolResult, LifecycleChange]:
+        """Undo a revocation or supersession that was itself a mistake: the note becomes current again and its
+        history says so. Reinstating one of two corrections' supersedes events makes the chain contested."""
+        r = await call(ctx, "reinstate", lambda m: m.reinstate(target_id=target_id, reason=reason))
+        return _result(r, render.lifecycle(r, "Reinstated"))
+
+    @server.tool(annotations=READ_ONLY)
+    async def recall_chains(
+        ctx: Context,
+        query: Annotated[str, Field(description="What you want to know, in words.", min_length=1, max_length=4000)],
+        scope: Scope = default_scope,
+        budget_tokens: Budget = 2000,
+        max_chains: Annotated[int | None, Field(description="At most this many chains.", ge=1, le=200)] = None,
+        include_history: Annotated[bool, Field(description="Deliver what the current notes replaced.")] = True,
+        as_of: AsOf = None,
+    ) -> Annotated[CallToolResult, RecallResult]:
+        """Look up memory before answering from it. Returns chains: each claim's current note(s) first (NOW),
+        then what they replaced (HISTORY, not current), then prerequisites, within a token budget."""
+        r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
+                       max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip
+        return _result(r, render.recall(r))
+
+    @server.tool(annotations=READ_ONLY)
+    async def why_excluded(
+        ctx: Context,
+        note_id: NoteId,
+        query: Annotated[str | None, Field(description="Replay this recall to see where the note fell out.", max_length=4000)] = None,
+        scope: Scope = default_scope,
+        budget_tokens: Budget = 2000,
+        as_of: AsOf = None,
+    ) -> Annotated[CallToolResult, Exclusion]:
+        """Explain why a note is not delivered as current: its state (superseded by whom, when, why), scope,
+        validity window, retrieval rank and score, or the budget, and what stands in its place."""
+        r = await call(ctx, "why_excluded", lambda m: m.why_excluded(note_id=note_id, query=query, scope=scope,
+                       budget_tokens=budget_tokens, as_of=as_of))  # fmt: skip
+        return _result(r, render.exclusion(r))
+
+    @server.tool(annotations=READ_ONLY)
+    async def history(ctx: Context, note_id: NoteId, as_of: AsOf = None) -> Annotated[CallToolResult, NoteHistory]:
+        """Show one note with its whole chain and every lifecycle event (who, when, why), oldest first."""
+        r = await call(ctx, "history", lambda m: m.history(note_id=note_id, as_of=as_of))
+        return _result(r, render.history(r))
+
+    @server.tool(annotations=IDEMPOTENT)
+    async def link(
+        ctx: Context,
+        src_id: NoteId,
+        dst_id: NoteId,
+        kind: Annotated[Literal["depends_on", "refines"], Field(description="depends_on: src needs dst to make sense; refines: src adds detail to dst (both stay current).")],
+        reason: Annotated[str | None, Field(max_length=2000)] = None,
+    ) -> Annotated[CallToolResult, Linked]:
+        """Record that one note depends on another (its prerequisite travels with it in recall) or refines it."""
+        r = await call(ctx, "link", lambda m: m.link(src_id=src_id, dst_id=dst_id, kind=kind, reason=reason))
+        return _result(r, render.linked(r))
+
+    @server.tool(annotations=DESTRUCTIVE)
+    async def forget(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, Forgotten]:
+        """Delete a note for real, with the events that name it: only when a person asks for data to be
+        erased. To mark a note wrong, use `revoke`; to replace it, `correct`."""
+        r = await call(ctx, "forget", lambda m: m.forget(note_id=note_id, reason=reason))
+        return _result(r, render.forgotten(r))
+
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("corrigenda")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,103 @@
+"""`corrigenda serve` for MCP clients, and commands that print what an agent would receive."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from .config import Settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="store directory or s3://… (env CORRIGENDA_DB; default: per-user data dir)")
+    common.add_argument("--model", help="sentence-transformers model name or path (env CORRIGENDA_MODEL)")
+    common.add_argument("--scope", help="default scope (env CORRIGENDA_SCOPE; default 'default')")
+    common.add_argument("--json", action="store_true", help="print the structured result instead of text")
+
+    parser = argparse.ArgumentParser(prog="corrigenda", description="Agent memory with first-class corrections (MCP server).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", parents=[common], help="run the MCP server (stdio by default)")
+    serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT")
+    serve.add_argument("--host", help="http only; env CORRIGENDA_HOST (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="http only; env CORRIGENDA_PORT (default 8765)")
+    serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+
+    recall = commands.add_parser("recall", parents=[common], help="print what recall_chains returns for a query")
+    recall.add_argument("query")
+    recall.add_argument("--budget-tokens", type=int, default=2000)
+    recall.add_argument("--as-of", help="ISO 8601 time to replay")
+    show = commands.add_parser("show", parents=[common], help="print a note with its chain and events")
+    show.add_argument("note_id")
+    why = commands.add_parser("why", parents=[common], help="print why_excluded for a note")
+    why.add_argument("note_id")
+    why.add_argument("--query")
+    commands.add_parser("stats", parents=[common], help="print what the store holds")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    given = {k: v for k, v in vars(args).items() if v is not None and k in Settings.model_fields}
+    return Settings(**given)
+
+
+def _print(model: BaseModel | dict[str, Any], text: str, as_json: bool) -> None:
+    if as_json:
+        data = model.model_dump(mode="json") if isinstance(model, BaseModel) else model
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = _settings(args)
+    # stdout belongs to the protocol on stdio: logs go to stderr.
+    logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    if args.command == "serve":
+        from .app import build_server
+
+        server = build_server(settings)
+        if settings.transport == "http":
+            server.run("streamable-http", host=settings.host, port=settings.port)
+        else:
+            server.run("stdio")
+        return 0
+
+    from datetime import datetime
+
+    from corrigenda.store import CorrigendaError
+
+    from . import render
+    from .app import build_memory
+
+    memory = build_memory(settings)
+    try:
+        if args.command == "recall":
+            as_of = datetime.fromisoformat(args.as_of) if args.as_of else None
+            r = memory.recall(args.query, settings.scope, args.budget_tokens, as_of=as_of)
+            _print(r, render.recall(r), args.json)
+        elif args.command == "show":
+            h = memory.history(args.note_id)
+            _print(h, render.history(h), args.json)
+        elif args.command == "why":
+            x = memory.why_excluded(args.note_id, args.query, settings.scope)
+            _print(x, render.exclusion(x), args.json)
+        elif args.command == "stats":
+            stats = memory.stats()
+            _print(stats, "\n".join(f"{k}: {v}" for k, v in stats.items()), args.json)
+    except CorrigendaError as exc:
+        print(f"corrigenda {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

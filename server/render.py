@@ -1,0 +1,130 @@
+"""Compact text renderings of the store's results, for an LLM to read at a glance.
+
+The structured content carries every field; this text says what matters first: which note is
+current, what is history (and must not be used as current), and what was left out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from corrigenda.store.views import (
+    Chain,
+    Corrected,
+    Exclusion,
+    Forgotten,
+    HistoryEntry,
+    LifecycleChange,
+    Linked,
+    NoteHistory,
+    NoteView,
+    RecallResult,
+    Remembered,
+)
+
+
+def _day(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d %H:%M") if t else "?"
+
+
+def _note(n: NoteView) -> str:
+    extra = [n.kind]
+    if n.subject:
+        extra.append(f"subject={n.subject}")
+    if n.valid_until:
+        extra.append(f"valid until {_day(n.valid_until)}")
+    if n.reinstated_by:
+        extra.append(f"reinstated by {n.reinstated_by}")
+    if n.refines:
+        extra.append("refines " + ", ".join(n.refines))
+    return f"{n.id} [{', '.join(extra)}; {_day(n.recorded_at)}] {n.text}"
+
+
+def _history(h: HistoryEntry) -> str:
+    what = {
+        "superseded": f"superseded by {h.by}",
+        "revoked": "revoked",
+        "expired": "expired",
+        "pending": "not yet valid",
+    }.get(h.role.value, h.role.value)
+    why = f': "{h.reason}"' if h.reason else ""
+    return f"    HISTORY ({what} {_day(h.at)}{why}) {_note(h.note)}"
+
+
+def chain(c: Chain, position: int | None = None) -> list[str]:
+    label = {"current": "CURRENT", "contested": "CONTESTED: several current notes disagree, reconcile them",
+             "retracted": "RETRACTED: nothing in this chain is current", "expired": "EXPIRED: nothing is valid now"}  # fmt: skip
+    head = f"[{position}] " if position is not None else ""
+    lines = [f"{head}chain {c.chain_id} — {label[c.status.value]}"]
+    lines += [f"    NOW {_note(n)}" for n in c.heads]
+    lines += [f"    NEEDS {_note(n)}" for n in c.prerequisites]
+    lines += [_history(h) for h in c.history]
+    if c.trimmed_history or c.trimmed_prerequisites:
+        lines.append(
+            f"    ({c.trimmed_history} older history and {c.trimmed_prerequisites} prerequisites left out for the budget)"
+        )
+    return lines
+
+
+def recall(r: RecallResult) -> str:
+    when = f" as of {_day(r.as_of)}" if r.as_of else ""
+    lines = [f'{len(r.chains)} chain(s) for "{r.query}" in scope {r.scope}{when} ({r.used_tokens}/{r.budget_tokens} tokens).']
+    if not r.chains:
+        lines.append("Nothing in memory matches.")
+    for i, c in enumerate(r.chains, 1):
+        lines += chain(c, i)
+    if r.omitted:
+        lines.append(
+            "Omitted: " + "; ".join(f"chain {o.chain_id} ({o.reason}, needs {o.tokens} tokens)" for o in r.omitted)
+        )
+    lines.append("Use NOW notes as current; HISTORY notes are replaced or withdrawn.")
+    return "\n".join(lines)
+
+
+def remembered(r: Remembered) -> str:
+    lines = [f"Remembered {_note(r.note)}"]
+    lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]
+    if r.similar_active:
+        lines.append("Similar active notes (if one states an older value of the same fact, call correct on it):")
+        for s in r.similar_active:
+            sim = f"{s.similarity:.2f}" if s.similarity is not None else "text match"
+            lines.append(f"  ({sim}) {_note(s.note)}")
+    return "\n".join(lines)
+
+
+def corrected(r: Corrected) -> str:
+    return "\n".join([f"Corrected {r.supersedes}: new note {r.note.id} supersedes it.", *chain(r.chain)])
+
+
+def lifecycle(r: LifecycleChange, verb: str) -> str:
+    if r.changed:
+        first = f"{verb}: event {r.event.id if r.event else '?'} written."
+    else:
+        first = f"Nothing to do: already {verb.lower()}" + (f" (event {r.event.id})." if r.event else ".")
+    return "\n".join([first, *chain(r.chain)])
+
+
+def linked(r: Linked) -> str:
+    first = f"Linked {r.event.src} {r.event.kind.value} {r.event.dst} (event {r.event.id})"
+    return "\n".join([first if r.changed else first + ", already present.", *chain(r.chain)])
+
+
+def forgotten(r: Forgotten) -> str:
+    lines = [f"Deleted note {r.note_id} and {len(r.events_removed)} event(s) naming it."]
+    lines += [f"  now {n.state.value}: {_note(n)}" for n in r.notes_changed]
+    return "\n".join(lines)
+
+
+def history(r: NoteHistory) -> str:
+    lines = [f"{_note(r.note)} — {r.note.state.value}", *chain(r.chain), "Events, oldest first:"]
+    for e in r.events:
+        force = "" if e.in_force else f" (retracted by {e.retracted_by})"
+        why = f': "{e.reason}"' if e.reason else ""
+        lines.append(f"  {_day(e.recorded_at)} {e.id} {e.kind.value} {e.src or ''} -> {e.dst}{why}{force}")
+    return "\n".join(lines)
+
+
+def exclusion(r: Exclusion) -> str:
+    lines = [f"{r.verdict.upper()}: {r.summary}"]
+    lines += [f"  {x.stage}: {x.detail}" for x in r.reasons]
+    return "\n".join(lines)

@@ -1,0 +1,13 @@
+"""corrigenda's memory engine: notes, lifecycle events, the fold, chains and recall. Knows no MCP."""
+
+from .embedder import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder
+from .errors import Conflict, CorrigendaError, InvalidArgument, ModelMismatch, NotFound
+from .memory import Memory
+from .model import ChainStatus, Event, EventKind, Note, NoteState
+from .recall import RetrievalSettings
+
+__all__ = [
+    "DEFAULT_MODEL", "ChainStatus", "Conflict", "CorrigendaError", "Embedder", "Event", "EventKind",
+    "InvalidArgument", "Memory", "ModelMismatch", "Note", "NoteState", "NotFound", "RetrievalSettings",
+    "SentenceTransformerEmbedder",
+]  # fmt: skip

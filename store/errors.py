@@ -1,0 +1,32 @@
+"""What the engine raises. The server maps each of these to a tool error in one place."""
+
+from __future__ import annotations
+
+
+class CorrigendaError(Exception):
+    """Base class: a request the store refused; nothing was written."""
+
+
+class InvalidArgument(CorrigendaError):
+    """An argument is malformed or contradicts the store; `field` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class NotFound(CorrigendaError):
+    """No note or event has this id (in this scope)."""
+
+    def __init__(self, what: str, ident: str, field: str = "note_id") -> None:
+        super().__init__(f"{field}: no {what} with id {ident!r}")
+        self.ident = ident
+        self.field = field
+
+
+class Conflict(CorrigendaError):
+    """The write would break an invariant, e.g. a cycle of supersessions."""
+
+
+class ModelMismatch(CorrigendaError):
+    """The store was built with another embedding model or dimension."""

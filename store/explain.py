@@ -1,0 +1,114 @@
+"""`why_excluded`: the verdict on one note, read off the trace of the recall that was run."""
+
+from __future__ import annotations
+
+from .fold import Fold
+from .model import Note, NoteState
+from .recall import Trace, build_chain
+from .views import Exclusion, Reason
+
+
+def _when(t: object) -> str:
+    return t.isoformat(timespec="seconds") if hasattr(t, "isoformat") else str(t)
+
+
+def _state_reason(note: Note, folded: Fold) -> Reason:
+    status = folded.status[note.id]
+    event = status.event
+    because = f" because {event.reason!r}" if event is not None and event.reason else ""
+    who = f" (by {event.actor})" if event is not None and event.actor else ""
+    match status.state:
+        case NoteState.SUPERSEDED:
+            return Reason(stage="state", detail=f"superseded by {status.by} at {_when(status.at)}{because}{who} [event {event.id if event else '?'}]")
+        case NoteState.REVOKED:
+            return Reason(stage="state", detail=f"revoked at {_when(status.at)}{because}{who} [event {status.by}]")
+        case NoteState.EXPIRED:
+            return Reason(stage="validity", detail=f"expired: valid_until {_when(note.valid_until)} is not after {_when(folded.at)}")
+        case NoteState.PENDING:
+            return Reason(stage="validity", detail=f"not yet valid: valid_from {_when(note.valid_from)} is after {_when(folded.at)}")
+    back = status.reinstated_by
+    if back is not None:
+        why = f" because {back.reason!r}" if back.reason else ""
+        return Reason(stage="state", detail=f"active; reinstated at {_when(back.recorded_at)}{why} [event {back.id}]")
+    return Reason(stage="state", detail="active")
+
+
+def _retrieval_reason(note: Note, trace: Trace) -> str:
+    cand = trace.candidates.get(note.id)
+    floor = trace.settings.min_similarity
+    if cand is None:
+        return f"not among the top {trace.settings.per_retriever} dense or full-text hits for the query"
+    parts = []
+    if cand.dense_rank is not None:
+        if not (trace.query_readable and cand.dense_readable):
+            parts.append(f"dense rank {cand.dense_rank} ignored (the model cannot read the query or the note)")
+        else:
+            parts.append(f"dense rank {cand.dense_rank}, similarity {cand.similarity:.3f} (floor {floor})")
+    if cand.text_rank is not None:
+        parts.append(f"full-text rank {cand.text_rank}, score {cand.text_score:.3f}")
+    else:
+        parts.append("no full-text match")
+    verdict = "qualifies as an entry point" if cand.qualified else "does not qualify as an entry point"
+    return f"{'; '.join(parts)}; fused score {cand.score:.4f}: {verdict}"
+
+
+def explain(note: Note, folded: Fold, scope: str, trace: Trace | None) -> Exclusion:
+    reasons: list[Reason] = []
+    if note.scope != scope:
+        reasons.append(Reason(stage="scope", detail=f"the note is in scope {note.scope!r}; the query searched {scope!r}"))
+    if note.id not in folded.notes:
+        reasons.append(Reason(stage="existence", detail=f"recorded at {_when(note.recorded_at)}, after {_when(folded.at)}"))
+        return Exclusion(note_id=note.id, verdict="excluded", reasons=reasons, summary=f"{note.id} did not exist yet at {_when(folded.at)}.")
+
+    state = _state_reason(note, folded)
+    reasons.append(state)
+    active = folded.state(note.id) is NoteState.ACTIVE
+    chain = build_chain(folded, note.id)
+    replaced_by = [h for h in chain.heads if h.id != note.id]
+    verdict = "current" if active else "history"
+    if note.scope != scope:
+        verdict = "excluded"
+    elif trace is not None:
+        verdict, stage_reasons = _delivery(note, trace)
+        reasons.extend(stage_reasons)
+
+    summary = {
+        "current": f"{note.id} is delivered as current ({state.detail}).",
+        "history": f"{note.id} is not current: {state.detail}; it comes back as history in its chain.",
+        "excluded": f"{note.id} is not delivered: {reasons[-1].detail}.",
+    }[verdict]
+    if replaced_by and not active:
+        summary += " In its place: " + ", ".join(f"{h.id} ({h.text[:80]!r})" for h in replaced_by) + "."
+    return Exclusion(note_id=note.id, verdict=verdict, reasons=reasons, replaced_by=replaced_by, summary=summary)
+
+
+def _delivery(note: Note, trace: Trace) -> tuple[str, list[Reason]]:
+    """Where the recall in `trace` put the note: delivered (and how), trimmed, omitted or never reached."""
+    assert trace.result is not None
+    reasons = [Reason(stage="retrieval", detail=_retrieval_reason(note, trace))]
+    for position, chain in enumerate(trace.result.chains, 1):
+        where = f"chain {position} of {len(trace.result.chains)} ({chain.chain_id}, {chain.status.value})"
+        if any(h.id == note.id for h in chain.heads):
+            return "current", [*reasons, Reason(stage="delivered", detail=f"delivered as a head of {where}")]
+        if any(h.note.id == note.id for h in chain.history):
+            return "history", [*reasons, Reason(stage="delivered", detail=f"delivered as history in {where}")]
+        if any(p.id == note.id for p in chain.prerequisites):
+            return "current", [*reasons, Reason(stage="delivered", detail=f"delivered as a prerequisite in {where}")]
+    for chain_id, dropped in trace.trimmed.items():
+        if note.id in dropped:
+            detail = f"trimmed from chain {chain_id} to fit budget_tokens={trace.result.budget_tokens} (history goes oldest first)"
+            return "excluded", [*reasons, Reason(stage="budget", detail=detail)]
+    if note.id in trace.fold.notes:
+        chain_id = trace.fold.chain(note.id).id
+        for omitted in trace.result.omitted:
+            if omitted.chain_id == chain_id:
+                stage = "budget" if omitted.reason == "budget" else "max_chains"
+                detail = (
+                    f"its chain {chain_id} needed {omitted.tokens} tokens and "
+                    f"{trace.result.used_tokens} of budget_tokens={trace.result.budget_tokens} were already used"
+                    if stage == "budget"
+                    else f"its chain {chain_id} came after max_chains chains"
+                )
+                return "excluded", [*reasons, Reason(stage=stage, detail=detail)]
+    reasons.append(Reason(stage="retrieval", detail="no note of its chain qualified as an entry point, so the chain was not reached"))
+    return "excluded", reasons

@@ -1,0 +1,251 @@
+"""The lifecycle fold: notes and events up to a time → each note's state → chains.
+
+Pure: no storage, no clock. `at` is a parameter, so the same function answers "now" and "as of".
+
+Rules (DESIGN.md, "Data model"):
+- An event is *in force* unless a later `reinstates` retracts it: one that names the event, or
+  one that names the note the event excluded (which retracts every earlier exclusion of it).
+- A note is `revoked` while an in-force `revokes` names it; else `superseded` while an in-force
+  `supersedes` names it from a note that is not itself revoked (so revoking a correction brings
+  back what it replaced); else `expired` / `pending` outside its validity window; else `active`.
+- A chain is a connected component over supersedes, revokes, reinstates and refines, whether in
+  force or not (history stays in the chain). Its heads are its active members.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .ids import is_note_id
+from .model import ChainStatus, Event, EventKind, Note, NoteState
+
+_EXCLUDING = (EventKind.SUPERSEDES, EventKind.REVOKES)
+_CHAIN_EDGES = (EventKind.SUPERSEDES, EventKind.REVOKES, EventKind.REINSTATES, EventKind.REFINES)
+
+
+@dataclass(frozen=True)
+class NoteStatus:
+    state: NoteState
+    event: Event | None = None  # the event that put the note in this state, if any
+    by: str | None = None  # the superseding note (superseded) or revoking event (revoked)
+    at: datetime | None = None  # when it entered this state
+    reinstated_by: Event | None = None  # set when an active note was brought back
+
+
+@dataclass(frozen=True)
+class ChainFold:
+    id: str  # its earliest member: stable as the chain grows
+    members: tuple[str, ...]  # oldest first
+    heads: tuple[str, ...]  # newest first
+    status: ChainStatus
+
+
+@dataclass
+class Fold:
+    at: datetime
+    notes: dict[str, Note]
+    events: list[Event]  # visible at `at`, in order
+    status: dict[str, NoteStatus]
+    retracted_by: dict[str, Event]  # event id → the reinstates event that retracted it
+    _component: dict[str, str] = field(default_factory=dict)
+    _members: dict[str, list[str]] = field(default_factory=dict)
+    _refines: dict[str, set[str]] = field(default_factory=dict)
+
+    def in_force(self, event: Event) -> bool:
+        return event.id not in self.retracted_by
+
+    def state(self, note_id: str) -> NoteState:
+        return self.status[note_id].state
+
+    def chain(self, note_id: str) -> ChainFold:
+        root = self._component.get(note_id, note_id)
+        members = self._members.get(root, [note_id])
+        heads = sorted(
+            (m for m in members if self.status[m].state is NoteState.ACTIVE),
+            key=lambda m: (self.notes[m].recorded_at, m),
+            reverse=True,
+        )
+        return ChainFold(members[0], tuple(members), tuple(heads), self._chain_status(members, heads))
+
+    def depends_on(self, note_id: str) -> list[str]:
+        """Direct prerequisites of a note, oldest link first."""
+        return [e.dst for e in self.events if e.kind is EventKind.DEPENDS_ON and e.src == note_id]
+
+    def events_of(self, note_ids: Iterable[str]) -> list[Event]:
+        """Every visible event that touches these notes, or retracts an event that does."""
+        ids = set(note_ids)
+        touching = {e.id for e in self.events if e.dst in ids or e.src in ids}
+        return [e for e in self.events if e.id in touching or e.dst in touching]
+
+    def _chain_status(self, members: list[str], heads: list[str]) -> ChainStatus:
+        if not heads:
+            windowed = any(self.status[m].state in (NoteState.EXPIRED, NoteState.PENDING) for m in members)
+            return ChainStatus.EXPIRED if windowed else ChainStatus.RETRACTED
+        if len(heads) == 1 or _refine_connected(heads, self._refines):
+            return ChainStatus.CURRENT
+        return ChainStatus.CONTESTED
+
+
+def fold(notes: Iterable[Note], events: Iterable[Event], at: datetime) -> Fold:
+    """Replay `events` over `notes` as the store knew them at `at`."""
+    visible = {n.id: n for n in sorted(notes, key=lambda n: (n.recorded_at, n.id)) if n.recorded_at <= at}
+    ordered = _visible_events(events, visible, at)
+
+    retracted_by: dict[str, Event] = {}
+    live_exclusions: dict[str, list[Event]] = defaultdict(list)  # note id → in-force excluding events
+    by_id = {e.id: e for e in ordered}
+    for event in ordered:
+        if event.kind in _EXCLUDING:
+            live_exclusions[event.dst].append(event)
+        elif event.kind is EventKind.REINSTATES:
+            targets = live_exclusions.pop(event.dst, []) if is_note_id(event.dst) else [by_id[event.dst]]
+            for target in targets:
+                retracted_by.setdefault(target.id, event)
+            if not is_note_id(event.dst) and by_id[event.dst].dst in live_exclusions:
+                live_exclusions[by_id[event.dst].dst] = [
+                    e for e in live_exclusions[by_id[event.dst].dst] if e.id != event.dst
+                ]
+
+    in_force = [e for e in ordered if e.id not in retracted_by]
+    revoked = {e.dst: e for e in in_force if e.kind is EventKind.REVOKES}  # later overwrite earlier
+    superseded: dict[str, Event] = {}
+    for e in in_force:
+        if e.kind is EventKind.SUPERSEDES and e.src not in revoked:
+            superseded[e.dst] = e
+    reinstated: dict[str, Event] = {}
+    for excluded_id, reinstating in retracted_by.items():
+        reinstated_note = by_id[excluded_id].dst
+        current = reinstated.get(reinstated_note)
+        if current is None or (reinstating.recorded_at, reinstating.id) > (current.recorded_at, current.id):
+            reinstated[reinstated_note] = reinstating
+
+    status: dict[str, NoteStatus] = {}
+    for note_id, note in visible.items():
+        if note_id in revoked:
+            e = revoked[note_id]
+            status[note_id] = NoteStatus(NoteState.REVOKED, e, e.id, e.recorded_at)
+        elif note_id in superseded:
+            e = superseded[note_id]
+            status[note_id] = NoteStatus(NoteState.SUPERSEDED, e, e.src, e.recorded_at)
+        elif note.valid_until is not None and note.valid_until <= at:
+            status[note_id] = NoteStatus(NoteState.EXPIRED, at=note.valid_until)
+        elif note.valid_from is not None and note.valid_from > at:
+            status[note_id] = NoteStatus(NoteState.PENDING, at=note.valid_from)
+        else:
+            status[note_id] = NoteStatus(NoteState.ACTIVE, reinstated_by=reinstated.get(note_id))
+
+    result = Fold(at, visible, ordered, status, retracted_by)
+    _link_chains(result, by_id)
+    return result
+
+
+def _visible_events(events: Iterable[Event], notes: Mapping[str, Note], at: datetime) -> list[Event]:
+    """Events recorded by `at` whose endpoints exist then, once each, in recording order."""
+    seen: dict[str, Event] = {}
+    for event in sorted(events, key=lambda e: (e.recorded_at, e.id)):
+        if event.recorded_at > at or event.id in seen:
+            continue
+        if event.src is not None and event.src not in notes:
+            continue
+        if is_note_id(event.dst):
+            if event.dst not in notes:
+                continue
+        elif event.kind is not EventKind.REINSTATES or seen.get(event.dst) is None:
+            continue
+        elif seen[event.dst].kind not in _EXCLUDING:
+            continue
+        seen[event.id] = event
+    return list(seen.values())
+
+
+def _link_chains(result: Fold, by_id: Mapping[str, Event]) -> None:
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    for e in result.events:
+        if e.kind not in _CHAIN_EDGES:
+            continue
+        if e.kind is EventKind.REFINES and e.src is not None:
+            result._refines.setdefault(e.src, set()).add(e.dst)
+            result._refines.setdefault(e.dst, set()).add(e.src)
+        dst_note = e.dst if is_note_id(e.dst) else by_id[e.dst].dst
+        if e.src is not None:
+            union(e.src, dst_note)
+        else:
+            find(dst_note)
+
+    members: dict[str, list[str]] = defaultdict(list)
+    for note_id in result.notes:  # already in recording order
+        if note_id in parent:
+            root = find(note_id)
+            result._component[note_id] = root
+            members[root].append(note_id)
+    result._members = dict(members)
+
+
+def _refine_connected(heads: list[str], refines: Mapping[str, set[str]]) -> bool:
+    wanted = set(heads)
+    seen = {heads[0]}
+    frontier = [heads[0]]
+    while frontier:
+        for nxt in refines.get(frontier.pop(), ()):
+            if nxt in wanted and nxt not in seen:
+                seen.add(nxt)
+                frontier.append(nxt)
+    return seen == wanted
+
+
+def supersedes_path(events: Iterable[Event], retracted: Mapping[str, Event], start: str, goal: str) -> bool:
+    """Whether `start` already (transitively) supersedes `goal` through in-force edges."""
+    forward: dict[str, list[str]] = defaultdict(list)
+    for e in events:
+        if e.kind is EventKind.SUPERSEDES and e.src is not None and e.id not in retracted:
+            forward[e.src].append(e.dst)
+    seen, frontier = {start}, [start]
+    while frontier:
+        for nxt in forward.get(frontier.pop(), ()):
+            if nxt == goal:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append(nxt)
+    return False
+
+
+def reachable(events: Iterable[Event], start: Iterable[str]) -> set[str]:
+    """Note ids a recall of `start` may deliver: their chains, prerequisites, and theirs."""
+    events = list(events)
+    event_dst = {e.id: e.dst for e in events}
+    neighbours: dict[str, set[str]] = defaultdict(set)
+    for e in events:
+        dst = e.dst if is_note_id(e.dst) else event_dst.get(e.dst)
+        if dst is None:
+            continue
+        if e.kind is EventKind.DEPENDS_ON:
+            if e.src is not None:
+                neighbours[e.src].add(dst)  # one way: a prerequisite does not bring its dependents
+        elif e.src is not None:
+            neighbours[e.src].add(dst)
+            neighbours[dst].add(e.src)
+    seen = set(start)
+    frontier = list(seen)
+    while frontier:
+        for nxt in neighbours.get(frontier.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                frontier.append(nxt)
+    return seen

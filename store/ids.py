@@ -1,0 +1,46 @@
+"""Ids are made by the writer (so a retried write carries the same id) and checked before any use."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from .errors import InvalidArgument
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+NOTE_PREFIX = "n_"
+EVENT_PREFIX = "e_"
+_ID = re.compile(r"^[ne]_[0-9a-hjkmnp-tv-z]{26}$")
+
+
+def _ulid() -> str:
+    """26 characters: 48 bits of milliseconds then 80 random bits, so ids sort by creation time."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_note_id() -> str:
+    return NOTE_PREFIX + _ulid()
+
+
+def new_event_id() -> str:
+    return EVENT_PREFIX + _ulid()
+
+
+def is_note_id(ident: str) -> bool:
+    return ident.startswith(NOTE_PREFIX)
+
+
+def check_id(ident: str, field: str, *, prefix: str | None = None) -> str:
+    """Return `ident` if it is a well-formed id (of the given kind); raise naming `field` if not."""
+    if not isinstance(ident, str) or not _ID.match(ident):
+        raise InvalidArgument(field, f"{ident!r} is not an id this server issued (like 'n_01k…' or 'e_01k…')")
+    if prefix is not None and not ident.startswith(prefix):
+        kind = "note" if prefix == NOTE_PREFIX else "event"
+        raise InvalidArgument(field, f"{ident!r} is not a {kind} id (those start with {prefix!r})")
+    return ident

@@ -1,0 +1,144 @@
+"""What the store hands back: the shapes an agent receives (the server returns them as-is)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .model import ChainStatus, EventKind, NoteState
+
+
+class NoteView(BaseModel):
+    id: str
+    text: str
+    scope: str
+    kind: str
+    state: NoteState
+    recorded_at: datetime
+    subject: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    source: str | None = None
+    actor: str | None = None
+    confidence: float = 1.0
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    reinstated_by: str | None = Field(None, description="The reinstates event that brought this note back, if one did.")
+    refines: list[str] = Field(default_factory=list, description="Notes this one adds detail to.")
+
+
+class EventView(BaseModel):
+    id: str
+    kind: EventKind
+    src: str | None
+    dst: str
+    reason: str | None
+    actor: str | None
+    recorded_at: datetime
+    in_force: bool = Field(description="False once a reinstates event has retracted it.")
+    retracted_by: str | None = None
+
+
+class HistoryEntry(BaseModel):
+    """A chain member that is no longer current, and why."""
+
+    note: NoteView
+    role: NoteState = Field(description="superseded, revoked, expired or pending")
+    by: str | None = Field(None, description="The note that replaced it, or the event that revoked it.")
+    at: datetime | None = Field(None, description="When it stopped being current.")
+    reason: str | None = None
+    event_id: str | None = None
+
+
+class Entry(BaseModel):
+    note_id: str = Field(description="The note through which the query reached this chain.")
+    score: float = Field(description="Fused retrieval score of that note (reciprocal-rank fusion).")
+    similarity: float | None = Field(None, description="Cosine similarity of the entry note to the query.")
+
+
+class Chain(BaseModel):
+    chain_id: str
+    status: ChainStatus
+    heads: list[NoteView] = Field(description="The current notes of this claim, newest first.")
+    history: list[HistoryEntry] = Field(description="What the heads replaced, newest first: not current.")
+    prerequisites: list[NoteView] = Field(description="Notes the heads depend on.")
+    entry: Entry | None = None
+    trimmed_history: int = Field(0, description="History entries left out to fit the budget (oldest first).")
+    trimmed_prerequisites: int = 0
+    tokens: int = 0
+
+
+class Omitted(BaseModel):
+    chain_id: str
+    entry: Entry
+    tokens: int = Field(description="Tokens its heads alone would have needed.")
+    reason: Literal["budget", "max_chains"]
+
+
+class RecallResult(BaseModel):
+    query: str
+    scope: str
+    as_of: datetime | None = None
+    chains: list[Chain]
+    used_tokens: int
+    budget_tokens: int
+    omitted: list[Omitted] = Field(default_factory=list)
+
+
+class Similar(BaseModel):
+    note: NoteView
+    similarity: float | None = Field(description="Cosine similarity; null when the model cannot read one of the texts.")
+
+
+class Remembered(BaseModel):
+    note: NoteView
+    similar_active: list[Similar] = Field(
+        description="Active notes in the same scope closest to this one. If one of them states an older "
+        "value of the same fact, call `correct` on it."
+    )
+    events: list[EventView] = Field(default_factory=list, description="Edges written with the note.")
+
+
+class Corrected(BaseModel):
+    note: NoteView
+    supersedes: str
+    event: EventView
+    chain: Chain
+
+
+class LifecycleChange(BaseModel):
+    event: EventView | None = Field(description="The event written, or the one already in force if nothing changed.")
+    changed: bool = Field(description="False when the note was already in the requested state (the call is idempotent).")
+    chain: Chain
+
+
+class Linked(BaseModel):
+    event: EventView
+    changed: bool
+    chain: Chain
+
+
+class NoteHistory(BaseModel):
+    note: NoteView
+    chain: Chain
+    events: list[EventView] = Field(description="Every lifecycle event of the chain, oldest first.")
+
+
+class Forgotten(BaseModel):
+    note_id: str
+    events_removed: list[str] = Field(description="Events deleted with the note (they named it).")
+    notes_changed: list[NoteView] = Field(description="Notes whose state changed because the note is gone.")
+
+
+class Reason(BaseModel):
+    stage: Literal["existence", "scope", "state", "validity", "retrieval", "max_chains", "budget", "delivered"]
+    detail: str
+
+
+class Exclusion(BaseModel):
+    note_id: str
+    verdict: Literal["current", "history", "excluded"]
+    reasons: list[Reason]
+    replaced_by: list[NoteView] = Field(default_factory=list, description="What is delivered in its place.")
+    summary: str

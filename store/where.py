@@ -1,0 +1,56 @@
+"""The one place that writes LanceDB `where` clauses.
+
+LanceDB takes raw SQL with no parameter binding, so every value reaching a clause passes
+through here: ids must be ids, scopes must match `SCOPE_PATTERN`, times are integers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+
+from .errors import InvalidArgument
+from .ids import check_id
+
+SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@/+-]{0,127}$"
+_SCOPE = re.compile(SCOPE_PATTERN)
+
+
+def check_scope(scope: str, field: str = "scope") -> str:
+    if not isinstance(scope, str) or not _SCOPE.match(scope):
+        raise InvalidArgument(
+            field, f"{scope!r} is not a scope: use 1-128 letters, digits and _ . : @ / + -, starting with a letter or digit"
+        )
+    return scope
+
+
+def to_micros(t: datetime) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def scope_is(scope: str) -> str:
+    return f"scope = {_quote(check_scope(scope))}"
+
+
+def recorded_by(at: datetime) -> str:
+    return f"recorded_at_us <= {to_micros(at)}"
+
+
+def id_in(ids: Iterable[str], column: str = "id") -> str:
+    checked = [_quote(check_id(i, column)) for i in ids]
+    return f"{column} IN ({', '.join(checked)})" if checked else "false"
+
+
+def touches(ids: Iterable[str]) -> str:
+    """Events whose src or dst is one of `ids`."""
+    ids = list(ids)
+    return f"({id_in(ids, 'src')} OR {id_in(ids, 'dst')})"
+
+
+def all_of(*clauses: str) -> str:
+    return " AND ".join(f"({c})" for c in clauses)

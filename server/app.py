@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -57,6 +58,7 @@ Recall protocol:
 """
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 Scope = Annotated[str, Field(description="Namespace of the note (a user, project or agent).", pattern=SCOPE_PATTERN, max_length=128)]
 NoteId = Annotated[str, Field(description="A note id returned by this server (n_…).", pattern=r"^n_[0-9a-z]{26}$")]
@@ -121,9 +123,18 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         with tool_errors(tool):
             return await anyio.to_thread.run_sync(partial(work, memory))
 
+    def tool(annotations: ToolAnnotations) -> Callable[[F], F]:
+        """Register a tool; its docstring, dedented, is the description the model reads."""
+
+        def register(fn: F) -> F:
+            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+            return fn
+
+        return register
+
     default_scope = settings.scope
 
-    @server.tool(annotations=APPEND)
+    @tool(APPEND)
     async def remember(
         ctx: Context,
         text: Text,
@@ -146,7 +157,7 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
                        valid_until=valid_until, supersedes=supersedes, depends_on=depends_on))  # fmt: skip
         return _result(r, render.remembered(r))
 
-    @server.tool(annotations=APPEND)
+    @tool(APPEND)
     async def correct(
         ctx: Context,
         note_id: NoteId,
@@ -169,14 +180,14 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
                        valid_from=valid_from, valid_until=valid_until, depends_on=depends_on))  # fmt: skip
         return _result(r, render.corrected(r))
 
-    @server.tool(annotations=IDEMPOTENT)
+    @tool(IDEMPOTENT)
     async def revoke(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, LifecycleChange]:
         """Mark a note as wrong when there is nothing to replace it with. If it was a correction, the note it
         replaced becomes current again. Calling it on an already revoked note changes nothing."""
         r = await call(ctx, "revoke", lambda m: m.revoke(note_id=note_id, reason=reason))
         return _result(r, render.lifecycle(r, "Revoked"))
 
-    @server.tool(annotations=IDEMPOTENT)
+    @tool(IDEMPOTENT)
     async def reinstate(
         ctx: Context,
         target_id: Annotated[str, Field(description="A note id (undo whatever now excludes it) or the id of a revokes/supersedes event (retract just that).", pattern=r"^[ne]_[0-9a-z]{26}$")],
@@ -187,7 +198,7 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         r = await call(ctx, "reinstate", lambda m: m.reinstate(target_id=target_id, reason=reason))
         return _result(r, render.lifecycle(r, "Reinstated"))
 
-    @server.tool(annotations=READ_ONLY)
+    @tool(READ_ONLY)
     async def recall_chains(
         ctx: Context,
         query: Annotated[str, Field(description="What you want to know, in words.", min_length=1, max_length=4000)],
@@ -203,7 +214,7 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
                        max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip
         return _result(r, render.recall(r))
 
-    @server.tool(annotations=READ_ONLY)
+    @tool(READ_ONLY)
     async def why_excluded(
         ctx: Context,
         note_id: NoteId,
@@ -218,13 +229,13 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
                        budget_tokens=budget_tokens, as_of=as_of))  # fmt: skip
         return _result(r, render.exclusion(r))
 
-    @server.tool(annotations=READ_ONLY)
+    @tool(READ_ONLY)
     async def history(ctx: Context, note_id: NoteId, as_of: AsOf = None) -> Annotated[CallToolResult, NoteHistory]:
         """Show one note with its whole chain and every lifecycle event (who, when, why), oldest first."""
         r = await call(ctx, "history", lambda m: m.history(note_id=note_id, as_of=as_of))
         return _result(r, render.history(r))
 
-    @server.tool(annotations=IDEMPOTENT)
+    @tool(IDEMPOTENT)
     async def link(
         ctx: Context,
         src_id: NoteId,
@@ -237,7 +248,7 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         r = await call(ctx, "link", lambda m: m.link(src_id=src_id, dst_id=dst_id, kind=kind, reason=reason))
         return _result(r, render.linked(r))
 
-    @server.tool(annotations=DESTRUCTIVE)
+    @tool(DESTRUCTIVE)
     async def forget(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, Forgotten]:
         """Delete a note for real, with the events that name it: only when a person asks for data to be
         erased. To mark a note wrong, use `revoke`; to replace it, `correct`."""

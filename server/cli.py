@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .config import Settings
 
@@ -57,7 +58,12 @@ def _print(model: BaseModel | dict[str, Any], text: str, as_json: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = _settings(args)
+    try:
+        settings = _settings(args)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"corrigenda: bad setting ({problems}); flags override CORRIGENDA_* variables", file=sys.stderr)
+        return 2
     # stdout belongs to the protocol on stdio: logs go to stderr.
     logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
@@ -69,7 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             server.run("streamable-http", host=settings.host, port=settings.port)
         else:
             server.run("stdio")
-        return 0
+        # Every write is on disk by now. Leave without interpreter teardown, which can abort
+        # ("exception not rethrown") while the background thread is still inside torch's import.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     from datetime import datetime
 

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from corrigenda.store.where import SCOPE_PATTERN
+
 
 def default_db() -> str:
     """A per-user data directory: $XDG_DATA_HOME/corrigenda, else ~/.local/share/corrigenda."""
@@ -20,7 +22,7 @@ class Settings(BaseSettings):
 
     db: str = Field(default_factory=default_db, description="Store directory, or s3://bucket/path.")
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path.")
-    scope: str = Field("default", description="Scope used when a tool call names none.")
+    scope: str = Field("default", description="Scope used when a tool call names none.", pattern=SCOPE_PATTERN)
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)

@@ -5,6 +5,7 @@ Each write is checked in full before anything is stored, so a refused call chang
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -31,6 +32,8 @@ from .views import (
     Similar,
 )
 from .where import check_scope
+
+log = logging.getLogger(__name__)
 
 MAX_TEXT = 20_000
 SIMILAR_SHOWN = 5
@@ -72,9 +75,12 @@ class Memory:
         """Open the database and load the model in the background; calls that come first wait."""
 
         def load() -> None:
-            self.tables.check_model(self.embedder.name)
-            self.embedder.embed(["warm up"])
-            self.tables.compact_if_fragmented()
+            try:
+                self.tables.check_model(self.embedder.name)
+                self.embedder.embed(["warm up"])
+                self.tables.compact_if_fragmented()
+            except Exception:  # each call will meet (and report) the same problem
+                log.exception("warming the store failed")
 
         thread = threading.Thread(target=load, name="corrigenda-warm", daemon=True)
         thread.start()

@@ -89,6 +89,7 @@ def find_candidates(
     vector: Sequence[float] | None = None,
 ) -> tuple[dict[str, Candidate], bool]:
     """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied."""
+    tables.check_model(embedder.name)
     readable = embedder.readable(query)
     found: dict[str, Candidate] = {}
     if readable:

@@ -12,6 +12,7 @@ import fcntl
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -253,7 +254,11 @@ class Tables:
         table = self.notes_table()
         if table is not None:
             table.delete(where.id_in([note_id]))
-        self.compact(keep_versions_for=timedelta(0))
+        # Privacy over availability: old versions still hold the text, so they go now. A reader
+        # in another process caught on one of them fails that one call (LanceDB warns of it).
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
+            self.compact(keep_versions_for=timedelta(0))
 
     # -- reading -----------------------------------------------------------------------------
 

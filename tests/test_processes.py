@@ -1,0 +1,135 @@
+"""The real server process: over stdio (SDK client), streamable HTTP, the Inspector CLI, and two
+processes writing to one store at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from corrigenda.store.tables import Tables
+
+from .conftest import call
+
+CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
+INSPECTOR = "@modelcontextprotocol/inspector@0.17.5"  # the 0.x CLI runs on Node 20
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": os.environ["PATH"]}
+
+
+def stdio(db: str) -> StdioServerParameters:
+    return StdioServerParameters(command=CORRIGENDA, args=["serve", "--db", db], env=ENV)
+
+
+@pytest.mark.anyio
+async def test_stdio_server_answers_the_story(db: str) -> None:
+    async with Client(stdio(db)) as client:
+        assert {t.name for t in (await client.list_tools()).tools} >= {"remember", "recall_chains"}
+        old = (await call(client, "remember", text="the service listens on 8080"))["note"]
+        new = (await call(client, "correct", note_id=old["id"], text="the service listens on 9090", reason="moved"))["note"]
+        chain = (await call(client, "recall_chains", query="which port?"))["chains"][0]
+        assert chain["heads"][0]["id"] == new["id"] and chain["history"][0]["note"]["id"] == old["id"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(db: str) -> Iterator[str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [CORRIGENDA, "serve", "--transport", "http", "--port", str(port), "--db", db],
+        env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "server exited"
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.mark.anyio
+async def test_streamable_http_server(http_server: str) -> None:
+    async with Client(http_server) as client:
+        note = (await call(client, "remember", text="Deploy windows are Tuesdays and Thursdays"))["note"]
+        chains = (await call(client, "recall_chains", query="when can we deploy?"))["chains"]
+        assert chains[0]["heads"][0]["id"] == note["id"]
+    async with Client(http_server) as second:  # a second session sees the same store
+        assert (await call(second, "history", note_id=note["id"]))["note"]["text"].startswith("Deploy windows")
+
+
+def _inspector(db: str, *method: str) -> Any:
+    npx = shutil.which("npx")
+    assert npx is not None, "npx (Node.js) is needed for the Inspector CLI test; .ci/run installs it"
+    out = subprocess.run(
+        [npx, "-y", INSPECTOR, "--cli", CORRIGENDA, "serve", "--db", db, *method],
+        capture_output=True, text=True, timeout=300, env={**os.environ, **ENV},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def test_inspector_cli_lists_and_calls_tools(db: str) -> None:
+    listed = _inspector(db, "--method", "tools/list")
+    tools = {t["name"]: t for t in listed["tools"]}
+    assert "recall_chains" in tools and tools["recall_chains"]["annotations"]["readOnlyHint"] is True
+    called = _inspector(
+        db, "--method", "tools/call", "--tool-name", "remember", "--tool-arg", "text=The CI runner has 2 cores"
+    )
+    assert called.get("isError") is not True
+    assert called["structuredContent"]["note"]["text"] == "The CI runner has 2 cores"
+    recalled = _inspector(db, "--method", "tools/call", "--tool-name", "recall_chains", "--tool-arg", "query=CI runner cores")
+    assert "NOW" in recalled["content"][0]["text"] and "2 cores" in recalled["content"][0]["text"]
+
+
+@pytest.mark.anyio
+async def test_two_server_processes_on_one_store_lose_nothing(db: str) -> None:
+    acknowledged: dict[str, list[str]] = {"notes": [], "events": []}
+
+    async def writer(name: str) -> None:
+        async with Client(stdio(db)) as client:
+            previous = None
+            for i in range(12):
+                if previous is not None and i % 3 == 0:
+                    r = await call(client, "correct", note_id=previous, text=f"{name} fact {i} (corrected)", reason="newer")
+                    acknowledged["events"].append(r["event"]["id"])
+                else:
+                    r = await call(client, "remember", text=f"{name} writes fact number {i}", scope="shared")
+                acknowledged["notes"].append(r["note"]["id"])
+                previous = r["note"]["id"]
+            revoked = await call(client, "revoke", note_id=previous, reason="last one was wrong")
+            acknowledged["events"].append(revoked["event"]["id"])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(writer, "alpha")
+        group.start_soon(writer, "beta")
+
+    tables = Tables(db)
+    note_ids = Counter(tables.notes_table().to_arrow()["id"].to_pylist())  # type: ignore[union-attr]
+    event_ids = Counter(tables.events_table().to_arrow()["id"].to_pylist())
+    assert len(acknowledged["notes"]) == 24 and len(acknowledged["events"]) == 8
+    assert all(note_ids[i] == 1 for i in acknowledged["notes"]), note_ids
+    assert all(event_ids[i] == 1 for i in acknowledged["events"]), event_ids
+    assert sum(note_ids.values()) == 24 and sum(event_ids.values()) == 8

@@ -1,0 +1,78 @@
+"""The engine on real LanceDB in a temp directory: model guard, compaction, retried writes, CJK."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+
+import pytest
+
+from corrigenda.store import Memory, ModelMismatch, SentenceTransformerEmbedder
+from corrigenda.store.embedder import default_model_path
+from corrigenda.store.tables import COMPACT_AT_FRAGMENTS
+from corrigenda.store.tokens import estimate_tokens
+
+
+def test_the_store_refuses_another_model(db: str, memory: Memory) -> None:
+    memory.remember("The build server is ci-3")
+    other = Memory(db, SentenceTransformerEmbedder(default_model_path()))  # same weights, another name
+    with pytest.raises(ModelMismatch, match="all-MiniLM-L6-v2"):
+        other.remember("The build server is ci-4")
+    with pytest.raises(ModelMismatch):
+        other.recall("build server")
+    assert memory.stats()["notes"] == 1
+
+
+def test_many_single_writes_are_compacted_in_the_background(memory: Memory) -> None:
+    total = 2 * COMPACT_AT_FRAGMENTS + 8
+    for i in range(total):
+        memory.remember(f"Metric number {i} is exported by the gateway", scope="metrics")
+    for thread in threading.enumerate():
+        if thread.name == "corrigenda-compact":
+            thread.join()
+    # without compaction every write would be a fragment of its own
+    assert memory.tables.fragments()["notes"] < COMPACT_AT_FRAGMENTS + 16
+    assert memory.tables.compact()
+    assert memory.tables.fragments()["notes"] <= 2
+    assert memory.stats()["notes"] == total
+    found = memory.recall("metric number 7 gateway export", scope="metrics", max_chains=3)
+    assert any(c.heads[0].text == "Metric number 7 is exported by the gateway" for c in found.chains)
+
+
+def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:
+    memory.remember("A note so the tables exist")
+    fd = os.open(os.path.join(db, ".compact.lock"), os.O_CREAT | os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another process would hold it
+        assert memory.tables.compact() is False
+    finally:
+        os.close(fd)
+    assert memory.tables.compact() is True
+
+
+def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransformerEmbedder) -> None:
+    note = memory.remember("The VPN gateway is vpn-2").note
+    stored = memory.tables.notes([note.id])[note.id]
+    vector = embedder.embed([stored.text])[0]
+    memory.tables.add_note(stored, vector, True, embedder.name)  # the same id written again
+    assert memory.tables.notes_table().count_rows() == 2  # type: ignore[union-attr]
+    recalled = memory.recall("which VPN gateway?")
+    assert [h.id for c in recalled.chains for h in c.heads] == [note.id]
+
+
+def test_chinese_is_found_through_full_text(memory: Memory, embedder: SentenceTransformerEmbedder) -> None:
+    assert not embedder.readable("模型请求超时为三十秒")  # MiniLM reads Chinese as [UNK]
+    model = memory.remember("模型请求超时为三十秒", scope="zh").note
+    tool = memory.remember("工具执行超时为六十秒", scope="zh").note
+    memory.remember("团队每周五下午发布新版本", scope="zh")
+    result = memory.recall("模型请求超时是多少？", scope="zh")
+    ids = [c.heads[0].id for c in result.chains]
+    assert ids[0] == model.id and tool.id in ids
+    assert all("发布" not in c.heads[0].text for c in result.chains)
+
+
+def test_token_estimate_is_fair_to_cjk() -> None:
+    assert estimate_tokens("服务监听端口") == 6
+    assert estimate_tokens("the service listens on 8080") == 7
+    assert estimate_tokens("端口 8080") == 2 + 2

@@ -1,0 +1,38 @@
+"""The README stays true: every tool documented, and CI runs exactly the README's test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import anyio
+
+from corrigenda.server.app import build_server
+from corrigenda.server.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _commands_after(heading: str) -> list[str]:
+    section = README.split(heading, 1)[1]
+    return [re.search(r"```sh\n(.+?)\n```", section, re.S).group(1).strip()]  # type: ignore[union-attr]
+
+
+def test_every_tool_has_a_readme_row_and_a_description(tmp_path: Path) -> None:
+    tools = anyio.run(build_server(Settings(db=str(tmp_path))).list_tools)
+    assert len(tools) == 9
+    for tool in tools:
+        assert re.search(rf"^\| `{tool.name}` \|", README, re.M), f"README has no row for {tool.name}"
+        assert tool.description and "\n    " not in tool.description
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    (command,) = _commands_after("## Test it (fresh machine)")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert command in ci.splitlines()
+
+
+def test_the_readme_serve_command_starts_the_server() -> None:
+    (command,) = _commands_after("## Run it (fresh machine)")
+    assert command.endswith(".venv/bin/corrigenda serve") and "torch==2.13.0" in command

@@ -150,8 +150,9 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         depends_on: Annotated[list[NoteId], Field(description="Notes this one needs to make sense.", max_length=32)] = [],  # noqa: B006
     ) -> Annotated[CallToolResult, Remembered]:
         """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
-        keeping. The answer lists `similar_active` notes: if one states an older value of the same fact,
-        call `correct` on it (this tool never links notes on its own guess)."""
+        keeping; to update a fact you know is stored, call `correct` instead. The answer lists
+        `similar_active` notes: if your note updates one of them, `link` it with kind `supersedes` (this
+        tool never links notes on its own guess)."""
         r = await call(ctx, "remember", lambda m: m.remember(text=text, scope=scope, kind=kind, subject=subject,
                        tags=tags, source=source, confidence=confidence, valid_from=valid_from,
                        valid_until=valid_until, supersedes=supersedes, depends_on=depends_on))  # fmt: skip

@@ -85,7 +85,10 @@ def remembered(r: Remembered) -> str:
     lines = [f"Remembered {_note(r.note)}"]
     lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]
     if r.similar_active:
-        lines.append("Similar active notes (if one states an older value of the same fact, call correct on it):")
+        lines.append(
+            f"Similar active notes. If your note updates one of them, link it: link(src_id={r.note.id}, "
+            "dst_id=<old id>, kind=supersedes, reason=…)"
+        )
         for s in r.similar_active:
             sim = f"{s.similarity:.2f}" if s.similarity is not None else "text match"
             lines.append(f"  ({sim}) {_note(s.note)}")

@@ -62,6 +62,9 @@ class SentenceTransformerEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.disable_progress_bar()  # stderr is for our logs
 
                 path = default_model_path() if self.name == DEFAULT_MODEL else self.name
                 log.info("loading embedding model %s from %s", self.name, path)

@@ -12,10 +12,6 @@ from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
-
 from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbedder
 from corrigenda.store.views import (
     Corrected,
@@ -28,6 +24,9 @@ from corrigenda.store.views import (
     Remembered,
 )
 from corrigenda.store.where import SCOPE_PATTERN
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 
 from . import render
 from .config import Settings
@@ -60,17 +59,31 @@ Recall protocol:
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
-Scope = Annotated[str, Field(description="Namespace of the note (a user, project or agent).", pattern=SCOPE_PATTERN, max_length=128)]
+Scope = Annotated[
+    str, Field(description="Namespace of the note (a user, project or agent).", pattern=SCOPE_PATTERN, max_length=128)
+]
 NoteId = Annotated[str, Field(description="A note id returned by this server (n_…).", pattern=r"^n_[0-9a-z]{26}$")]
-Reason = Annotated[str, Field(description="Why: kept with the event and shown with the history.", min_length=1, max_length=2000)]
-Text = Annotated[str, Field(description="The note, self-contained: say what it is about.", min_length=1, max_length=20000)]
-Kind = Annotated[str, Field(description="fact, decision, preference, procedure, observation, …", min_length=1, max_length=64)]
-Subject = Annotated[str | None, Field(description="Optional key of what the note is about, e.g. 'service.port'.", max_length=256)]
+Reason = Annotated[
+    str, Field(description="Why: kept with the event and shown with the history.", min_length=1, max_length=2000)
+]
+Text = Annotated[
+    str, Field(description="The note, self-contained: say what it is about.", min_length=1, max_length=20000)
+]
+Kind = Annotated[
+    str, Field(description="fact, decision, preference, procedure, observation, …", min_length=1, max_length=64)
+]
+Subject = Annotated[
+    str | None, Field(description="Optional key of what the note is about, e.g. 'service.port'.", max_length=256)
+]
 Tags = Annotated[list[Annotated[str, Field(max_length=64)]], Field(description="Free labels.", max_length=32)]
-Source = Annotated[str | None, Field(description="Where the note came from (file, URL, conversation).", max_length=1000)]
+Source = Annotated[
+    str | None, Field(description="Where the note came from (file, URL, conversation).", max_length=1000)
+]
 Confidence = Annotated[float, Field(description="How sure the writer is, 0 to 1.", ge=0.0, le=1.0)]
 ValidFrom = Annotated[datetime | None, Field(description="When it starts to hold in the world (ISO 8601).")]
-ValidUntil = Annotated[datetime | None, Field(description="When it stops holding (ISO 8601); after it the note is expired, not deleted.")]
+ValidUntil = Annotated[
+    datetime | None, Field(description="When it stops holding (ISO 8601); after it the note is expired, not deleted.")
+]
 Budget = Annotated[int, Field(description="Token budget for the whole answer.", ge=50, le=100_000)]
 AsOf = Annotated[datetime | None, Field(description="Replay what the store believed at this time (ISO 8601).")]
 
@@ -99,7 +112,9 @@ def build_memory(settings: Settings) -> Memory:
     )
 
 
-def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory] = build_memory) -> MCPServer[AppContext]:
+def build_server(
+    settings: Settings, memory_factory: Callable[[Settings], Memory] = build_memory
+) -> MCPServer[AppContext]:
     """The server with every tool; the lifespan owns the store and starts the model loading."""
 
     @asynccontextmanager
@@ -119,7 +134,8 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
 
     async def call(ctx: Context, tool: str, work: Callable[[Memory], T]) -> T:
         """Run store work off the event loop, with store errors turned into tool errors."""
-        memory: Memory = ctx.request_context.lifespan_context.memory
+        app: AppContext = ctx.request_context.lifespan_context  # type: ignore[assignment]
+        memory = app.memory
         with tool_errors(tool):
             return await anyio.to_thread.run_sync(partial(work, memory))
 
@@ -146,8 +162,12 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         confidence: Confidence = 1.0,
         valid_from: ValidFrom = None,
         valid_until: ValidUntil = None,
-        supersedes: Annotated[list[NoteId], Field(description="Notes this one replaces (known at capture time).", max_length=32)] = [],  # noqa: B006
-        depends_on: Annotated[list[NoteId], Field(description="Notes this one needs to make sense.", max_length=32)] = [],  # noqa: B006
+        supersedes: Annotated[
+            list[NoteId], Field(description="Notes this one replaces (known at capture time).", max_length=32)
+        ] = [],  # noqa: B006
+        depends_on: Annotated[
+            list[NoteId], Field(description="Notes this one needs to make sense.", max_length=32)
+        ] = [],  # noqa: B006
     ) -> Annotated[CallToolResult, Remembered]:
         """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
         keeping; to update a fact you know is stored, call `correct` instead. The answer lists
@@ -164,10 +184,15 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         note_id: NoteId,
         text: Text,
         reason: Reason,
-        scope: Annotated[str | None, Field(description="Must be the old note's scope if given.", max_length=128)] = None,
+        scope: Annotated[
+            str | None, Field(description="Must be the old note's scope if given.", max_length=128)
+        ] = None,
         kind: Annotated[str | None, Field(description="Defaults to the old note's kind.", max_length=64)] = None,
         subject: Annotated[str | None, Field(description="Defaults to the old note's subject.", max_length=256)] = None,
-        tags: Annotated[list[Annotated[str, Field(max_length=64)]] | None, Field(description="Defaults to the old note's tags.", max_length=32)] = None,
+        tags: Annotated[
+            list[Annotated[str, Field(max_length=64)]] | None,
+            Field(description="Defaults to the old note's tags.", max_length=32),
+        ] = None,
         source: Source = None,
         confidence: Confidence = 1.0,
         valid_from: ValidFrom = None,
@@ -191,7 +216,13 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
     @tool(IDEMPOTENT)
     async def reinstate(
         ctx: Context,
-        target_id: Annotated[str, Field(description="A note id (undo whatever now excludes it) or the id of a revokes/supersedes event (retract just that).", pattern=r"^[ne]_[0-9a-z]{26}$")],
+        target_id: Annotated[
+            str,
+            Field(
+                description="A note id (undo whatever now excludes it) or the id of a revokes/supersedes event (retract just that).",
+                pattern=r"^[ne]_[0-9a-z]{26}$",
+            ),
+        ],
         reason: Reason,
     ) -> Annotated[CallToolResult, LifecycleChange]:
         """Undo a revocation or supersession that was itself a mistake: the note becomes current again and its
@@ -219,7 +250,9 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
     async def why_excluded(
         ctx: Context,
         note_id: NoteId,
-        query: Annotated[str | None, Field(description="Replay this recall to see where the note fell out.", max_length=4000)] = None,
+        query: Annotated[
+            str | None, Field(description="Replay this recall to see where the note fell out.", max_length=4000)
+        ] = None,
         scope: Scope = default_scope,
         budget_tokens: Budget = 2000,
         as_of: AsOf = None,
@@ -241,7 +274,12 @@ def build_server(settings: Settings, memory_factory: Callable[[Settings], Memory
         ctx: Context,
         src_id: NoteId,
         dst_id: NoteId,
-        kind: Annotated[Literal["depends_on", "refines", "supersedes"], Field(description="depends_on: src needs dst to make sense (dst travels with src in recall); refines: src adds detail to dst (both stay current); supersedes: src, already stored, replaces dst (a reason is required).")],
+        kind: Annotated[
+            Literal["depends_on", "refines", "supersedes"],
+            Field(
+                description="depends_on: src needs dst to make sense (dst travels with src in recall); refines: src adds detail to dst (both stay current); supersedes: src, already stored, replaces dst (a reason is required)."
+            ),
+        ],
         reason: Annotated[str | None, Field(description="Why; required for supersedes.", max_length=2000)] = None,
     ) -> Annotated[CallToolResult, Linked]:
         """Relate two stored notes: one depends on another (its prerequisite travels with it in recall), refines

@@ -22,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--scope", help="default scope (env CORRIGENDA_SCOPE; default 'default')")
     common.add_argument("--json", action="store_true", help="print the structured result instead of text")
 
-    parser = argparse.ArgumentParser(prog="corrigenda", description="Agent memory with first-class corrections (MCP server).")
+    parser = argparse.ArgumentParser(
+        prog="corrigenda", description="Agent memory with first-class corrections (MCP server)."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", parents=[common], help="run the MCP server (stdio by default)")
     serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT")
@@ -65,7 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"corrigenda: bad setting ({problems}); flags override CORRIGENDA_* variables", file=sys.stderr)
         return 2
     # stdout belongs to the protocol on stdio: logs go to stderr.
-    logging.basicConfig(level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
 
     if args.command == "serve":
         from .app import build_server

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from corrigenda.store.where import SCOPE_PATTERN
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from corrigenda.store.where import SCOPE_PATTERN
 
 
 def default_db() -> str:

@@ -11,9 +11,8 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mcp.server.mcpserver.exceptions import ToolError
-
 from corrigenda.store import CorrigendaError
+from mcp.server.mcpserver.exceptions import ToolError
 
 log = logging.getLogger(__name__)
 

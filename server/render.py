@@ -68,7 +68,9 @@ def chain(c: Chain, position: int | None = None) -> list[str]:
 
 def recall(r: RecallResult) -> str:
     when = f" as of {_day(r.as_of)}" if r.as_of else ""
-    lines = [f'{len(r.chains)} chain(s) for "{r.query}" in scope {r.scope}{when} ({r.used_tokens}/{r.budget_tokens} tokens).']
+    lines = [
+        f'{len(r.chains)} chain(s) for "{r.query}" in scope {r.scope}{when} ({r.used_tokens}/{r.budget_tokens} tokens).'
+    ]
     if not r.chains:
         lines.append("Nothing in memory matches.")
     for i, c in enumerate(r.chains, 1):

@@ -7,7 +7,19 @@ from .model import ChainStatus, Event, EventKind, Note, NoteState
 from .recall import RetrievalSettings
 
 __all__ = [
-    "DEFAULT_MODEL", "ChainStatus", "Conflict", "CorrigendaError", "Embedder", "Event", "EventKind",
-    "InvalidArgument", "Memory", "ModelMismatch", "Note", "NoteState", "NotFound", "RetrievalSettings",
+    "DEFAULT_MODEL",
+    "ChainStatus",
+    "Conflict",
+    "CorrigendaError",
+    "Embedder",
+    "Event",
+    "EventKind",
+    "InvalidArgument",
+    "Memory",
+    "ModelMismatch",
+    "NotFound",
+    "Note",
+    "NoteState",
+    "RetrievalSettings",
     "SentenceTransformerEmbedder",
 ]  # fmt: skip

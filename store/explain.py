@@ -5,7 +5,7 @@ from __future__ import annotations
 from .fold import Fold
 from .model import Note, NoteState
 from .recall import Trace, build_chain
-from .views import Exclusion, Reason
+from .views import Exclusion, Reason, Stage, Verdict
 
 
 def _when(t: object) -> str:
@@ -19,13 +19,22 @@ def _state_reason(note: Note, folded: Fold) -> Reason:
     who = f" (by {event.actor})" if event is not None and event.actor else ""
     match status.state:
         case NoteState.SUPERSEDED:
-            return Reason(stage="state", detail=f"superseded by {status.by} at {_when(status.at)}{because}{who} [event {event.id if event else '?'}]")
+            return Reason(
+                stage="state",
+                detail=f"superseded by {status.by} at {_when(status.at)}{because}{who} [event {event.id if event else '?'}]",
+            )
         case NoteState.REVOKED:
             return Reason(stage="state", detail=f"revoked at {_when(status.at)}{because}{who} [event {status.by}]")
         case NoteState.EXPIRED:
-            return Reason(stage="validity", detail=f"expired: valid_until {_when(note.valid_until)} is not after {_when(folded.at)}")
+            return Reason(
+                stage="validity",
+                detail=f"expired: valid_until {_when(note.valid_until)} is not after {_when(folded.at)}",
+            )
         case NoteState.PENDING:
-            return Reason(stage="validity", detail=f"not yet valid: valid_from {_when(note.valid_from)} is after {_when(folded.at)}")
+            return Reason(
+                stage="validity",
+                detail=f"not yet valid: valid_from {_when(note.valid_from)} is after {_when(folded.at)}",
+            )
     back = status.reinstated_by
     if back is not None:
         why = f" because {back.reason!r}" if back.reason else ""
@@ -55,17 +64,26 @@ def _retrieval_reason(note: Note, trace: Trace) -> str:
 def explain(note: Note, folded: Fold, scope: str, trace: Trace | None) -> Exclusion:
     reasons: list[Reason] = []
     if note.scope != scope:
-        reasons.append(Reason(stage="scope", detail=f"the note is in scope {note.scope!r}; the query searched {scope!r}"))
+        reasons.append(
+            Reason(stage="scope", detail=f"the note is in scope {note.scope!r}; the query searched {scope!r}")
+        )
     if note.id not in folded.notes:
-        reasons.append(Reason(stage="existence", detail=f"recorded at {_when(note.recorded_at)}, after {_when(folded.at)}"))
-        return Exclusion(note_id=note.id, verdict="excluded", reasons=reasons, summary=f"{note.id} did not exist yet at {_when(folded.at)}.")
+        reasons.append(
+            Reason(stage="existence", detail=f"recorded at {_when(note.recorded_at)}, after {_when(folded.at)}")
+        )
+        return Exclusion(
+            note_id=note.id,
+            verdict="excluded",
+            reasons=reasons,
+            summary=f"{note.id} did not exist yet at {_when(folded.at)}.",
+        )
 
     state = _state_reason(note, folded)
     reasons.append(state)
     active = folded.state(note.id) is NoteState.ACTIVE
     chain = build_chain(folded, note.id)
     replaced_by = [h for h in chain.heads if h.id != note.id]
-    verdict = "current" if active else "history"
+    verdict: Verdict = "current" if active else "history"
     if note.scope != scope:
         verdict = "excluded"
     elif trace is not None:
@@ -82,7 +100,7 @@ def explain(note: Note, folded: Fold, scope: str, trace: Trace | None) -> Exclus
     return Exclusion(note_id=note.id, verdict=verdict, reasons=reasons, replaced_by=replaced_by, summary=summary)
 
 
-def _delivery(note: Note, trace: Trace) -> tuple[str, list[Reason]]:
+def _delivery(note: Note, trace: Trace) -> tuple[Verdict, list[Reason]]:
     """Where the recall in `trace` put the note: delivered (and how), trimmed, omitted or never reached."""
     assert trace.result is not None
     reasons = [Reason(stage="retrieval", detail=_retrieval_reason(note, trace))]
@@ -102,7 +120,7 @@ def _delivery(note: Note, trace: Trace) -> tuple[str, list[Reason]]:
         chain_id = trace.fold.chain(note.id).id
         for omitted in trace.result.omitted:
             if omitted.chain_id == chain_id:
-                stage = "budget" if omitted.reason == "budget" else "max_chains"
+                stage: Stage = "budget" if omitted.reason == "budget" else "max_chains"
                 detail = (
                     f"its chain {chain_id} needed {omitted.tokens} tokens and "
                     f"{trace.result.used_tokens} of budget_tokens={trace.result.budget_tokens} were already used"
@@ -110,5 +128,9 @@ def _delivery(note: Note, trace: Trace) -> tuple[str, list[Reason]]:
                     else f"its chain {chain_id} came after max_chains chains"
                 )
                 return "excluded", [*reasons, Reason(stage=stage, detail=detail)]
-    reasons.append(Reason(stage="retrieval", detail="no note of its chain qualified as an entry point, so the chain was not reached"))
+    reasons.append(
+        Reason(
+            stage="retrieval", detail="no note of its chain qualified as an entry point, so the chain was not reached"
+        )
+    )
     return "excluded", reasons

@@ -153,9 +153,11 @@ def _visible_events(events: Iterable[Event], notes: Mapping[str, Note], at: date
         if is_note_id(event.dst):
             if event.dst not in notes:
                 continue
-        elif event.kind is not EventKind.REINSTATES or seen.get(event.dst) is None:
-            continue
-        elif seen[event.dst].kind not in _EXCLUDING:
+        elif (
+            event.kind is not EventKind.REINSTATES
+            or seen.get(event.dst) is None
+            or seen[event.dst].kind not in _EXCLUDING
+        ):
             continue
         seen[event.id] = event
     return list(seen.values())

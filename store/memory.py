@@ -17,6 +17,7 @@ from .explain import explain
 from .fold import Fold, fold, reachable, supersedes_path
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
 from .model import Event, EventKind, Note, NoteState
+from .recall import RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
     Corrected,
@@ -26,7 +27,6 @@ from .views import (
     LifecycleChange,
     Linked,
     NoteHistory,
-    NoteView,
     RecallResult,
     Remembered,
     Similar,
@@ -63,13 +63,13 @@ class Memory:
         embedder: Embedder | None = None,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        settings: recall.RetrievalSettings = recall.RetrievalSettings(),
+        settings: RetrievalSettings | None = None,
         storage_options: dict[str, str] | None = None,
     ) -> None:
         self.tables = Tables(uri, storage_options)
         self.embedder = embedder or SentenceTransformerEmbedder()
         self.clock = clock
-        self.settings = settings
+        self.settings = settings or RetrievalSettings()
 
     def warm(self) -> threading.Thread:
         """Open the database and load the model in the background; calls that come first wait."""
@@ -157,7 +157,9 @@ class Memory:
             note=remembered.note, supersedes=note_id, event=event, chain=recall.build_chain(folded, note_id)
         )
 
-    def revoke(self, note_id: str, reason: str, actor: str | None = None, at: datetime | None = None) -> LifecycleChange:
+    def revoke(
+        self, note_id: str, reason: str, actor: str | None = None, at: datetime | None = None
+    ) -> LifecycleChange:
         """Mark a note as wrong, with no replacement. Revoking a correction brings back what it replaced."""
         note = self._note(note_id, "note_id")
         now = _utc(at) or self.clock()
@@ -175,7 +177,9 @@ class Memory:
         )  # fmt: skip
         return self._commit(event, note, now)
 
-    def reinstate(self, target_id: str, reason: str, actor: str | None = None, at: datetime | None = None) -> LifecycleChange:
+    def reinstate(
+        self, target_id: str, reason: str, actor: str | None = None, at: datetime | None = None
+    ) -> LifecycleChange:
         """Undo what excludes a note (a note id), or retract one revocation or supersession (an event id)."""
         check_id(target_id, "target_id")
         now = _utc(at) or self.clock()
@@ -203,7 +207,8 @@ class Memory:
                 raise NotFound("event", target_id, "target_id")
             if target.kind not in (EventKind.REVOKES, EventKind.SUPERSEDES):
                 raise InvalidArgument(
-                    "target_id", f"event {target_id} is a {target.kind.value} event; only revokes and supersedes events can be retracted"
+                    "target_id",
+                    f"event {target_id} is a {target.kind.value} event; only revokes and supersedes events can be retracted",
                 )
             note = self._note(target.dst, "target_id")
             scope, note_id = target.scope, target.dst
@@ -220,7 +225,13 @@ class Memory:
         return self._commit(event, note, now)
 
     def link(
-        self, src_id: str, dst_id: str, kind: str, reason: str | None = None, actor: str | None = None, at: datetime | None = None
+        self,
+        src_id: str,
+        dst_id: str,
+        kind: str,
+        reason: str | None = None,
+        actor: str | None = None,
+        at: datetime | None = None,
     ) -> Linked:
         """Record that src depends on dst (`depends_on`), adds detail to it (`refines`), or replaces it
         (`supersedes`: for two notes already stored; `correct` writes the replacement and the edge at once)."""
@@ -264,7 +275,9 @@ class Memory:
         at = _utc(as_of) or self.clock()
         folded = self._fold(note.scope, at, [note])
         if note_id not in folded.notes:
-            raise InvalidArgument("as_of", f"note {note_id} was recorded at {note.recorded_at.isoformat()}, after as_of")
+            raise InvalidArgument(
+                "as_of", f"note {note_id} was recorded at {note.recorded_at.isoformat()}, after as_of"
+            )
         chain = recall.build_chain(folded, note_id)
         members = folded.chain(note_id).members
         return NoteHistory(
@@ -316,7 +329,7 @@ class Memory:
 
     def _run(
         self, query: str, scope: str, budget: int, max_chains: int | None, include_history: bool, as_of: datetime | None
-    ) -> recall.Trace:
+    ) -> Trace:
         if not query.strip():
             raise InvalidArgument("query", "must not be empty")
         if budget < 1:
@@ -384,7 +397,9 @@ class Memory:
         if kind is EventKind.SUPERSEDES:
             folded = self._fold(src.scope, now or src.recorded_at, [found])
             if supersedes_path(folded.events, folded.retracted_by, target, src.id):
-                raise Conflict(f"{field}: {target} already supersedes {src.id} (directly or through others); that would be a cycle")
+                raise Conflict(
+                    f"{field}: {target} already supersedes {src.id} (directly or through others); that would be a cycle"
+                )
         return Event(
             id=new_event_id(), kind=kind, src=src.id, dst=target, scope=src.scope, reason=reason, actor=actor,
             recorded_at=now or src.recorded_at,
@@ -411,5 +426,3 @@ class Memory:
             if len(similar) == SIMILAR_SHOWN:
                 break
         return similar
-
-

@@ -144,7 +144,9 @@ def run(
         if chain_id in trace.chain_entries:
             continue
         trace.chain_entries[chain_id] = cand
-        chains.append(build_chain(folded, cand.note.id, Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity)))
+        chains.append(
+            build_chain(folded, cand.note.id, Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity))
+        )
 
     delivered, omitted, used = pack(chains, budget_tokens, max_chains, include_history, trace.trimmed)
     trace.result = RecallResult(

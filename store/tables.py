@@ -94,7 +94,11 @@ class TextHit:
 
 
 def _from_us(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1_000_000, UTC)
+    return None if value is None else _at(value)
+
+
+def _at(value: int) -> datetime:
+    return datetime.fromtimestamp(value / 1_000_000, UTC)
 
 
 def _note_from_row(row: dict[str, Any]) -> Note:
@@ -108,7 +112,7 @@ def _note_from_row(row: dict[str, Any]) -> Note:
         source=row["source"],
         actor=row["actor"],
         confidence=row["confidence"],
-        recorded_at=_from_us(row["recorded_at_us"]),
+        recorded_at=_at(row["recorded_at_us"]),
         valid_from=_from_us(row["valid_from_us"]),
         valid_until=_from_us(row["valid_until_us"]),
     )
@@ -124,7 +128,7 @@ def _event_from_row(row: dict[str, Any]) -> Event:
         reason=row["reason"],
         actor=row["actor"],
         confidence=row["confidence"],
-        recorded_at=_from_us(row["recorded_at_us"]),
+        recorded_at=_at(row["recorded_at_us"]),
     )
 
 
@@ -238,10 +242,16 @@ class Tables:
             return
         rows = [
             {
-                "id": e.id, "kind": e.kind.value, "src": e.src, "dst": e.dst, "scope": e.scope,
-                "reason": e.reason, "actor": e.actor, "confidence": e.confidence,
+                "id": e.id,
+                "kind": e.kind.value,
+                "src": e.src,
+                "dst": e.dst,
+                "scope": e.scope,
+                "reason": e.reason,
+                "actor": e.actor,
+                "confidence": e.confidence,
                 "recorded_at_us": where.to_micros(e.recorded_at),
-            }  # fmt: skip
+            }
             for e in events
         ]
         self.events_table().add(pa.Table.from_pylist(rows, schema=_EVENT_SCHEMA))
@@ -284,9 +294,9 @@ class Tables:
         if table is None:
             return []
         clause = where.scope_is(scope) if at is None else where.all_of(where.scope_is(scope), where.recorded_by(at))
+        query: Any = table.search(list(vector), vector_column_name="vector")
         rows = (
-            table.search(list(vector), vector_column_name="vector")
-            .distance_type("cosine")
+            query.distance_type("cosine")
             .where(clause, prefilter=True)
             .select([*_NOTE_COLUMNS, "dense_ok", "_distance"])
             .limit(limit)
@@ -303,7 +313,7 @@ class Tables:
             return []
         clause = where.scope_is(scope) if at is None else where.all_of(where.scope_is(scope), where.recorded_by(at))
         rows = (
-            table.search(MatchQuery(query, "text"), query_type="fts")
+            table.search(MatchQuery(query, "text"), query_type="fts")  # type: ignore[call-arg]
             .where(clause, prefilter=True)
             .select([*_NOTE_COLUMNS, "_score"])
             .limit(limit)
@@ -326,7 +336,8 @@ class Tables:
 
     def fragments(self) -> dict[str, int]:
         tables = {EVENTS: self.events_table(), NOTES: self.notes_table()}
-        return {name: t.stats()["fragment_stats"]["num_fragments"] for name, t in tables.items() if t is not None}
+        stats: dict[str, Any] = {name: t.stats() for name, t in tables.items() if t is not None}
+        return {name: int(s["fragment_stats"]["num_fragments"]) for name, s in stats.items()}
 
     def compact_if_fragmented(self) -> bool:
         try:

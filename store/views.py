@@ -109,7 +109,9 @@ class Corrected(BaseModel):
 
 class LifecycleChange(BaseModel):
     event: EventView | None = Field(description="The event written, or the one already in force if nothing changed.")
-    changed: bool = Field(description="False when the note was already in the requested state (the call is idempotent).")
+    changed: bool = Field(
+        description="False when the note was already in the requested state (the call is idempotent)."
+    )
     chain: Chain
 
 
@@ -131,14 +133,18 @@ class Forgotten(BaseModel):
     notes_changed: list[NoteView] = Field(description="Notes whose state changed because the note is gone.")
 
 
+Stage = Literal["existence", "scope", "state", "validity", "retrieval", "max_chains", "budget", "delivered"]
+Verdict = Literal["current", "history", "excluded"]
+
+
 class Reason(BaseModel):
-    stage: Literal["existence", "scope", "state", "validity", "retrieval", "max_chains", "budget", "delivered"]
+    stage: Stage
     detail: str
 
 
 class Exclusion(BaseModel):
     note_id: str
-    verdict: Literal["current", "history", "excluded"]
+    verdict: Verdict
     reasons: list[Reason]
     replaced_by: list[NoteView] = Field(default_factory=list, description="What is delivered in its place.")
     summary: str

@@ -20,7 +20,8 @@ _SCOPE = re.compile(SCOPE_PATTERN)
 def check_scope(scope: str, field: str = "scope") -> str:
     if not isinstance(scope, str) or not _SCOPE.match(scope):
         raise InvalidArgument(
-            field, f"{scope!r} is not a scope: use 1-128 letters, digits and _ . : @ / + -, starting with a letter or digit"
+            field,
+            f"{scope!r} is not a scope: use 1-128 letters, digits and _ . : @ / + -, starting with a letter or digit",
         )
     return scope
 

@@ -14,11 +14,10 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-from mcp import Client  # noqa: E402
-
-from corrigenda.server.app import build_server  # noqa: E402
-from corrigenda.server.config import Settings  # noqa: E402
-from corrigenda.store import Memory, SentenceTransformerEmbedder  # noqa: E402
+from corrigenda.server.app import build_server
+from corrigenda.server.config import Settings
+from corrigenda.store import Memory, SentenceTransformerEmbedder
+from mcp import Client
 
 _real_connect = socket.socket.connect
 

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import anyio
-
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from corrigenda.store.fold import fold
 from corrigenda.store.ids import new_event_id, new_note_id
 from corrigenda.store.model import ChainStatus, Event, EventKind, Note, NoteState
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -17,10 +17,9 @@ from typing import Any
 
 import anyio
 import pytest
+from corrigenda.store.tables import Tables
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-
-from corrigenda.store.tables import Tables
 
 from .conftest import call
 
@@ -38,7 +37,9 @@ async def test_stdio_server_answers_the_story(db: str) -> None:
     async with Client(stdio(db)) as client:
         assert {t.name for t in (await client.list_tools()).tools} >= {"remember", "recall_chains"}
         old = (await call(client, "remember", text="the service listens on 8080"))["note"]
-        new = (await call(client, "correct", note_id=old["id"], text="the service listens on 9090", reason="moved"))["note"]
+        new = (await call(client, "correct", note_id=old["id"], text="the service listens on 9090", reason="moved"))[
+            "note"
+        ]
         chain = (await call(client, "recall_chains", query="which port?"))["chains"][0]
         assert chain["heads"][0]["id"] == new["id"] and chain["history"][0]["note"]["id"] == old["id"]
 
@@ -100,7 +101,9 @@ def test_inspector_cli_lists_and_calls_tools(db: str) -> None:
     )
     assert called.get("isError") is not True
     assert called["structuredContent"]["note"]["text"] == "The CI runner has 2 cores"
-    recalled = _inspector(db, "--method", "tools/call", "--tool-name", "recall_chains", "--tool-arg", "query=CI runner cores")
+    recalled = _inspector(
+        db, "--method", "tools/call", "--tool-name", "recall_chains", "--tool-arg", "query=CI runner cores"
+    )
     assert "NOW" in recalled["content"][0]["text"] and "2 cores" in recalled["content"][0]["text"]
 
 
@@ -113,7 +116,9 @@ async def test_two_server_processes_on_one_store_lose_nothing(db: str) -> None:
             previous = None
             for i in range(12):
                 if previous is not None and i % 3 == 0:
-                    r = await call(client, "correct", note_id=previous, text=f"{name} fact {i} (corrected)", reason="newer")
+                    r = await call(
+                        client, "correct", note_id=previous, text=f"{name} fact {i} (corrected)", reason="newer"
+                    )
                     acknowledged["events"].append(r["event"]["id"])
                 else:
                     r = await call(client, "remember", text=f"{name} writes fact number {i}", scope="shared")

@@ -7,7 +7,6 @@ import os
 import threading
 
 import pytest
-
 from corrigenda.store import Memory, ModelMismatch, SentenceTransformerEmbedder
 from corrigenda.store.embedder import default_model_path
 from corrigenda.store.tables import COMPACT_AT_FRAGMENTS

@@ -67,7 +67,9 @@ async def test_remember_with_supersedes_and_depends_on_writes_the_edges(client: 
 
 
 async def test_correct_keeps_the_old_notes_kind_subject_and_scope(client: Client) -> None:
-    old = (await call(client, "remember", text="Use tabs", kind="preference", subject="style.indent", scope="proj-a"))["note"]
+    old = (await call(client, "remember", text="Use tabs", kind="preference", subject="style.indent", scope="proj-a"))[
+        "note"
+    ]
     corrected = await call(client, "correct", note_id=old["id"], text="Use four spaces", reason="team vote")
     assert corrected["note"]["kind"] == "preference" and corrected["note"]["subject"] == "style.indent"
     assert corrected["note"]["scope"] == "proj-a"
@@ -123,7 +125,9 @@ async def test_link_refines_and_depends_on(client: Client) -> None:
 
 async def test_history_lists_every_event_with_who_when_why(client: Client) -> None:
     old = (await call(client, "remember", text="Logs are kept for 7 days"))["note"]
-    new = (await call(client, "correct", note_id=old["id"], text="Logs are kept for 14 days", reason="compliance"))["note"]
+    new = (await call(client, "correct", note_id=old["id"], text="Logs are kept for 14 days", reason="compliance"))[
+        "note"
+    ]
     await call(client, "revoke", note_id=new["id"], reason="compliance change was cancelled")
     h = await call(client, "history", note_id=old["id"])
     assert h["note"]["state"] == "active"
@@ -135,7 +139,9 @@ async def test_history_lists_every_event_with_who_when_why(client: Client) -> No
 
 async def test_forget_deletes_the_note_and_its_events_and_says_what_changed(client: Client) -> None:
     old = (await call(client, "remember", text="The on-call phone is +1 555 0100"))["note"]
-    new = (await call(client, "correct", note_id=old["id"], text="The on-call phone is +1 555 0199", reason="new rota"))["note"]
+    new = (
+        await call(client, "correct", note_id=old["id"], text="The on-call phone is +1 555 0199", reason="new rota")
+    )["note"]
     gone = await call(client, "forget", note_id=new["id"], reason="user asked to erase the number")
     assert gone["note_id"] == new["id"] and len(gone["events_removed"]) == 1
     assert [(n["id"], n["state"]) for n in gone["notes_changed"]] == [(old["id"], "active")]
@@ -192,7 +198,11 @@ async def test_bad_arguments_name_the_field_and_change_nothing(client: Client) -
         ("remember", {"text": "x", "confidence": 2}, "confidence"),
         ("remember", {"text": "x", "scope": "bad scope!"}, "scope"),
         ("remember", {"text": "x", "supersedes": ["n_00000000000000000000000000"]}, "supersedes"),
-        ("remember", {"text": "x", "valid_from": "2026-02-01T00:00:00Z", "valid_until": "2026-01-01T00:00:00Z"}, "valid_until"),
+        (
+            "remember",
+            {"text": "x", "valid_from": "2026-02-01T00:00:00Z", "valid_until": "2026-01-01T00:00:00Z"},
+            "valid_until",
+        ),
         ("correct", {"note_id": note["id"], "text": "y", "reason": ""}, "reason"),
         ("correct", {"note_id": "not-an-id", "text": "y", "reason": "z"}, "note_id"),
         ("revoke", {"note_id": "n_00000000000000000000000000", "reason": "z"}, "n_00000000000000000000000000"),
@@ -214,7 +224,9 @@ async def test_bad_arguments_name_the_field_and_change_nothing(client: Client) -
 
 async def test_link_supersedes_two_stored_notes_and_refuses_a_cycle(client: Client) -> None:
     a = (await call(client, "remember", text="Feature flags live in LaunchDarkly"))["note"]
-    b = (await call(client, "correct", note_id=a["id"], text="Feature flags live in Unleash", reason="migrated"))["note"]
+    b = (await call(client, "correct", note_id=a["id"], text="Feature flags live in Unleash", reason="migrated"))[
+        "note"
+    ]
     c = (await call(client, "remember", text="Feature flags live in a YAML file in the repo"))["note"]
     linked = await call(client, "link", src_id=c["id"], dst_id=b["id"], kind="supersedes", reason="simplified")
     assert [h["id"] for h in linked["chain"]["heads"]] == [c["id"]]

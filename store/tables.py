@@ -216,9 +216,9 @@ class Tables:
             # embedding model reads as unknown tokens: full text is how Chinese is found.
             try:
                 table.create_index("text", config=FTS(base_tokenizer="icu"))
-            except Exception as exc:  # another process made it first
-                if "already exists" not in str(exc).lower():
-                    raise
+            except Exception:
+                if not any(index.columns == ["text"] for index in table.list_indices()):
+                    raise  # not a race with another process that made it first
             self._notes = table
         self.check_model(model, dimension)
         return table

@@ -138,3 +138,16 @@ async def test_two_server_processes_on_one_store_lose_nothing(db: str) -> None:
     assert all(note_ids[i] == 1 for i in acknowledged["notes"]), note_ids
     assert all(event_ids[i] == 1 for i in acknowledged["events"]), event_ids
     assert sum(note_ids.values()) == 24 and sum(event_ids.values()) == 8
+
+
+@pytest.mark.anyio
+async def test_a_running_server_sees_another_process_writes_at_once(db: str) -> None:
+    async with Client(stdio(db)) as reader, Client(stdio(db)) as writer:
+        await call(reader, "recall_chains", query="anything")  # the reader has opened the store
+        old = (await call(writer, "remember", text="The message queue is RabbitMQ"))["note"]
+        new = await call(writer, "correct", note_id=old["id"], text="The message queue is Kafka", reason="migrated")
+        chain = (await call(reader, "recall_chains", query="which message queue do we use?"))["chains"][0]
+        assert chain["heads"][0]["id"] == new["note"]["id"] and chain["history"][0]["note"]["id"] == old["id"]
+        revoked = await call(reader, "revoke", note_id=new["note"]["id"], reason="migration was cancelled")
+        assert revoked["chain"]["heads"][0]["id"] == old["id"]
+        assert (await call(writer, "history", note_id=old["id"]))["note"]["state"] == "active"

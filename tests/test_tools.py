@@ -237,3 +237,18 @@ async def test_link_supersedes_two_stored_notes_and_refuses_a_cycle(client: Clie
     assert await snapshot(client, [a["id"], b["id"], c["id"]]) == before
     duplicate = await call_error(client, "remember", text="Flags again", supersedes=[a["id"], a["id"]])
     assert "supersedes" in duplicate and "more than once" in duplicate
+
+
+async def test_an_expired_note_is_a_state_not_a_delete(client: Client) -> None:
+    note = (
+        await call(
+            client, "remember", text="The freeze on merges lasts until the release", valid_until="2020-01-01T00:00:00Z"
+        )
+    )["note"]
+    assert note["state"] == "expired"
+    chain = (await call(client, "recall_chains", query="merge freeze"))["chains"][0]
+    assert chain["status"] == "expired" and chain["heads"] == [] and chain["history"][0]["role"] == "expired"
+    why = await call(client, "why_excluded", note_id=note["id"])
+    assert why["verdict"] == "history" and why["reasons"][0]["stage"] == "validity"
+    replay = await call(client, "recall_chains", query="merge freeze", as_of="2019-12-31T00:00:00Z")
+    assert replay["chains"] == []  # it was recorded after that time

@@ -104,6 +104,15 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
     )
 
 
+def client_name(ctx: Context) -> str | None:
+    """The connected client's name (e.g. 'claude-ai'), recorded as the actor of what it writes."""
+    try:
+        params = ctx.request_context.session.client_params  # from `initialize`; absent without a handshake
+        return str(params.client_info.name) if params is not None else None
+    except AttributeError:
+        return None
+
+
 def build_memory(settings: Settings) -> Memory:
     return Memory(
         settings.db,
@@ -168,6 +177,9 @@ def build_server(
         depends_on: Annotated[
             list[NoteId], Field(description="Notes this one needs to make sense.", max_length=32)
         ] = [],  # noqa: B006
+        reason: Annotated[
+            str | None, Field(description="Why this note replaces those in `supersedes`.", max_length=2000)
+        ] = None,
     ) -> Annotated[CallToolResult, Remembered]:
         """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
         keeping; to update a fact you know is stored, call `correct` instead. The answer lists
@@ -175,7 +187,8 @@ def build_server(
         tool never links notes on its own guess)."""
         r = await call(ctx, "remember", lambda m: m.remember(text=text, scope=scope, kind=kind, subject=subject,
                        tags=tags, source=source, confidence=confidence, valid_from=valid_from,
-                       valid_until=valid_until, supersedes=supersedes, depends_on=depends_on))  # fmt: skip
+                       valid_until=valid_until, supersedes=supersedes, depends_on=depends_on, reason=reason,
+                       actor=client_name(ctx)))  # fmt: skip
         return _result(r, render.remembered(r))
 
     @tool(APPEND)
@@ -203,14 +216,14 @@ def build_server(
         (marked superseded, with your reason) and recall shows the new one as current."""
         r = await call(ctx, "correct", lambda m: m.correct(note_id=note_id, text=text, reason=reason, scope=scope,
                        kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
-                       valid_from=valid_from, valid_until=valid_until, depends_on=depends_on))  # fmt: skip
+                       valid_from=valid_from, valid_until=valid_until, depends_on=depends_on, actor=client_name(ctx)))  # fmt: skip
         return _result(r, render.corrected(r))
 
     @tool(IDEMPOTENT)
     async def revoke(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, LifecycleChange]:
         """Mark a note as wrong when there is nothing to replace it with. If it was a correction, the note it
         replaced becomes current again. Calling it on an already revoked note changes nothing."""
-        r = await call(ctx, "revoke", lambda m: m.revoke(note_id=note_id, reason=reason))
+        r = await call(ctx, "revoke", lambda m: m.revoke(note_id=note_id, reason=reason, actor=client_name(ctx)))
         return _result(r, render.lifecycle(r, "Revoked"))
 
     @tool(IDEMPOTENT)
@@ -227,7 +240,9 @@ def build_server(
     ) -> Annotated[CallToolResult, LifecycleChange]:
         """Undo a revocation or supersession that was itself a mistake: the note becomes current again and its
         history says so. Reinstating one of two corrections' supersedes events makes the chain contested."""
-        r = await call(ctx, "reinstate", lambda m: m.reinstate(target_id=target_id, reason=reason))
+        r = await call(
+            ctx, "reinstate", lambda m: m.reinstate(target_id=target_id, reason=reason, actor=client_name(ctx))
+        )
         return _result(r, render.lifecycle(r, "Reinstated"))
 
     @tool(READ_ONLY)
@@ -284,7 +299,11 @@ def build_server(
     ) -> Annotated[CallToolResult, Linked]:
         """Relate two stored notes: one depends on another (its prerequisite travels with it in recall), refines
         it, or replaces it (use this when `remember` showed that the note you just stored updates an older one)."""
-        r = await call(ctx, "link", lambda m: m.link(src_id=src_id, dst_id=dst_id, kind=kind, reason=reason))
+        r = await call(
+            ctx,
+            "link",
+            lambda m: m.link(src_id=src_id, dst_id=dst_id, kind=kind, reason=reason, actor=client_name(ctx)),
+        )
         return _result(r, render.linked(r))
 
     @tool(DESTRUCTIVE)

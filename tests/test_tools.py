@@ -131,6 +131,7 @@ async def test_history_lists_every_event_with_who_when_why(client: Client) -> No
     await call(client, "revoke", note_id=new["id"], reason="compliance change was cancelled")
     h = await call(client, "history", note_id=old["id"])
     assert h["note"]["state"] == "active"
+    assert all(e["actor"] for e in h["events"])  # the client's name, from the handshake
     assert [(e["kind"], e["reason"]) for e in h["events"]] == [
         ("supersedes", "compliance"),
         ("revokes", "compliance change was cancelled"),

@@ -50,12 +50,17 @@ def _settings(args: argparse.Namespace) -> Settings:
     return Settings(**given)
 
 
-def _print(model: BaseModel | dict[str, Any], text: str, as_json: bool) -> None:
+def _show(model: BaseModel | dict[str, Any], text: str, as_json: bool) -> None:
+    """Human commands only: `serve` never writes to stdout, which belongs to the protocol there."""
     if as_json:
         data = model.model_dump(mode="json") if isinstance(model, BaseModel) else model
-        print(json.dumps(data, ensure_ascii=False, indent=2))
-    else:
-        print(text)
+        text = json.dumps(data, ensure_ascii=False, indent=2)
+    sys.stdout.write(text + "\n")
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"corrigenda: {message}\n")
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,8 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _settings(args)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        print(f"corrigenda: bad setting ({problems}); flags override CORRIGENDA_* variables", file=sys.stderr)
-        return 2
+        return _fail(f"bad setting ({problems}); flags override CORRIGENDA_* variables")
     # stdout belongs to the protocol on stdio: logs go to stderr.
     logging.basicConfig(
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -97,19 +101,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "recall":
             as_of = datetime.fromisoformat(args.as_of) if args.as_of else None
             r = memory.recall(args.query, settings.scope, args.budget_tokens, as_of=as_of)
-            _print(r, render.recall(r), args.json)
+            _show(r, render.recall(r), args.json)
         elif args.command == "show":
             h = memory.history(args.note_id)
-            _print(h, render.history(h), args.json)
+            _show(h, render.history(h), args.json)
         elif args.command == "why":
             x = memory.why_excluded(args.note_id, args.query, settings.scope)
-            _print(x, render.exclusion(x), args.json)
+            _show(x, render.exclusion(x), args.json)
         elif args.command == "stats":
             stats = memory.stats()
-            _print(stats, "\n".join(f"{k}: {v}" for k, v in stats.items()), args.json)
+            _show(stats, "\n".join(f"{k}: {v}" for k, v in stats.items()), args.json)
     except CorrigendaError as exc:
-        print(f"corrigenda {args.command}: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"{args.command}: {exc}")
     return 0
 
 

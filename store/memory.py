@@ -116,7 +116,6 @@ class Memory:
         events = [self._edge(kind_, note, target, field, reason, actor) for kind_, target, field in edges]
 
         vector = self.embedder.embed([note.text])[0]
-        self.tables.check_model(self.embedder.name, len(vector))
         similar = self._similar_active(note, vector)
         self.tables.add_note(note, vector, self.embedder.readable(note.text), self.embedder.name)
         self.tables.add_events(events)

@@ -281,7 +281,7 @@ class Tables:
         return {row["id"]: _note_from_row(row) for row in _first_of_each_id(rows)}
 
     def events(self, scope: str, at: datetime | None = None) -> list[Event]:
-        clause = where.scope_is(scope) if at is None else where.all_of(where.scope_is(scope), where.recorded_by(at))
+        clause = where.in_scope(scope, at)
         rows = self.events_table().search().where(clause).limit(None).to_arrow().to_pylist()
         return [_event_from_row(row) for row in _first_of_each_id(rows)]
 
@@ -293,7 +293,7 @@ class Tables:
         table = self.notes_table()
         if table is None:
             return []
-        clause = where.scope_is(scope) if at is None else where.all_of(where.scope_is(scope), where.recorded_by(at))
+        clause = where.in_scope(scope, at)
         query: Any = table.search(list(vector), vector_column_name="vector")
         rows = (
             query.distance_type("cosine")
@@ -311,7 +311,7 @@ class Tables:
         table = self.notes_table()
         if table is None or not query.strip():
             return []
-        clause = where.scope_is(scope) if at is None else where.all_of(where.scope_is(scope), where.recorded_by(at))
+        clause = where.in_scope(scope, at)
         rows = (
             table.search(MatchQuery(query, "text"), query_type="fts")  # type: ignore[call-arg]
             .where(clause, prefilter=True)

@@ -47,10 +47,9 @@ def id_in(ids: Iterable[str], column: str = "id") -> str:
     return f"{column} IN ({', '.join(checked)})" if checked else "false"
 
 
-def touches(ids: Iterable[str]) -> str:
-    """Events whose src or dst is one of `ids`."""
-    ids = list(ids)
-    return f"({id_in(ids, 'src')} OR {id_in(ids, 'dst')})"
+def in_scope(scope: str, at: datetime | None = None) -> str:
+    """Rows of a scope, recorded by `at` when it is given."""
+    return scope_is(scope) if at is None else all_of(scope_is(scope), recorded_by(at))
 
 
 def all_of(*clauses: str) -> str:

@@ -18,6 +18,7 @@ from corrigenda.store.views import (
     Linked,
     NoteHistory,
     NoteView,
+    Omitted,
     RecallResult,
     Remembered,
 )
@@ -57,7 +58,10 @@ def chain(c: Chain, position: int | None = None) -> list[str]:
     head = f"[{position}] " if position is not None else ""
     lines = [f"{head}chain {c.chain_id} — {label[c.status.value]}"]
     lines += [f"    NOW {_note(n)}" for n in c.heads]
-    lines += [f"    NEEDS {_note(n)}" for n in c.prerequisites]
+    lines += [
+        f"    NEEDS{'' if p.hops == 1 else f' ({p.hops} hops, for {p.needed_by})'} {_note(p)}" for p in c.prerequisites
+    ]
+    lines += [f"    NEEDS {i} (shown in another chain above or below)" for i in c.prerequisites_elsewhere]
     lines += [_history(h) for h in c.history]
     if c.trimmed_history or c.trimmed_prerequisites:
         lines.append(
@@ -76,11 +80,15 @@ def recall(r: RecallResult) -> str:
     for i, c in enumerate(r.chains, 1):
         lines += chain(c, i)
     if r.omitted:
-        lines.append(
-            "Omitted: " + "; ".join(f"chain {o.chain_id} ({o.reason}, needs {o.tokens} tokens)" for o in r.omitted)
-        )
+        lines.append("Omitted: " + "; ".join(map(_omitted, r.omitted)))
     lines.append("Use NOW notes as current; HISTORY notes are replaced or withdrawn.")
     return "\n".join(lines)
+
+
+def _omitted(o: Omitted) -> str:
+    if o.reason == "duplicate":
+        return f"chain {o.chain_id} (repeats chain {o.duplicate_of})"
+    return f"chain {o.chain_id} ({o.reason}, needs {o.tokens} tokens)"
 
 
 def remembered(r: Remembered) -> str:

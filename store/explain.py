@@ -5,7 +5,7 @@ from __future__ import annotations
 from .fold import Fold
 from .model import Note, NoteState
 from .recall import Trace, build_chain
-from .views import Exclusion, Reason, Stage, Verdict
+from .views import Chain, Exclusion, Prerequisite, Reason, Stage, Verdict
 
 
 def _when(t: object) -> str:
@@ -101,36 +101,69 @@ def explain(note: Note, folded: Fold, scope: str, trace: Trace | None) -> Exclus
 
 
 def _delivery(note: Note, trace: Trace) -> tuple[Verdict, list[Reason]]:
-    """Where the recall in `trace` put the note: delivered (and how), trimmed, omitted or never reached."""
+    """Where the recall in `trace` put the note: delivered (and how), trimmed, dropped, omitted or never reached."""
     assert trace.result is not None
     reasons = [Reason(stage="retrieval", detail=_retrieval_reason(note, trace))]
-    for position, chain in enumerate(trace.result.chains, 1):
-        where = f"chain {position} of {len(trace.result.chains)} ({chain.chain_id}, {chain.status.value})"
+    chains = trace.result.chains
+    for position, chain in enumerate(chains, 1):
+        where = f"chain {position} of {len(chains)} ({chain.chain_id}, {chain.status.value})"
         if any(h.id == note.id for h in chain.heads):
             return "current", [*reasons, Reason(stage="delivered", detail=f"delivered as a head of {where}")]
         if any(h.note.id == note.id for h in chain.history):
             return "history", [*reasons, Reason(stage="delivered", detail=f"delivered as history in {where}")]
-        if any(p.id == note.id for p in chain.prerequisites):
-            return "current", [*reasons, Reason(stage="delivered", detail=f"delivered as a prerequisite in {where}")]
-    for chain_id, dropped in trace.trimmed.items():
-        if note.id in dropped:
-            detail = f"trimmed from chain {chain_id} to fit budget_tokens={trace.result.budget_tokens} (history goes oldest first)"
+        for prereq in chain.prerequisites:
+            if prereq.id == note.id:
+                return "current", [
+                    *reasons,
+                    Reason(stage="prerequisite", detail=_liveness(prereq)),
+                    Reason(stage="delivered", detail=f"delivered as a prerequisite in {where}"),
+                ]
+
+    needing = _needed_in(note.id, trace)
+    own = trace.fold.chain(note.id).id if note.id in trace.fold.notes else None
+    if needing is not None:
+        reasons.append(Reason(stage="prerequisite", detail=f"{_liveness(needing[1])} in chain {needing[0].chain_id}"))
+    for chain_id in filter(None, (own, needing[0].chain_id if needing else None)):
+        duplicate = trace.duplicates.get(chain_id)
+        if duplicate is not None:
+            detail = (
+                f"chain {chain_id} was dropped as a near-duplicate of chain {duplicate.of_chain}: its head "
+                f"{duplicate.note_id} says what {duplicate.like} says (cosine {duplicate.similarity:.3f} ≥ "
+                f"{trace.settings.duplicate_similarity}, the same numbers) and the chain brings nothing else"
+            )
+            return "excluded", [*reasons, Reason(stage="diversity", detail=detail)]
+        if note.id in trace.trimmed.get(chain_id, ()):
+            what = "prerequisites go farthest first" if needing else "history goes oldest first"
+            detail = f"trimmed from chain {chain_id} to fit budget_tokens={trace.result.budget_tokens} ({what})"
             return "excluded", [*reasons, Reason(stage="budget", detail=detail)]
-    if note.id in trace.fold.notes:
-        chain_id = trace.fold.chain(note.id).id
         for omitted in trace.result.omitted:
-            if omitted.chain_id == chain_id:
+            if omitted.chain_id == chain_id and omitted.reason != "duplicate":
                 stage: Stage = "budget" if omitted.reason == "budget" else "max_chains"
                 detail = (
-                    f"its chain {chain_id} needed {omitted.tokens} tokens and "
+                    f"chain {chain_id} needed {omitted.tokens} tokens and "
                     f"{trace.result.used_tokens} of budget_tokens={trace.result.budget_tokens} were already used"
                     if stage == "budget"
-                    else f"its chain {chain_id} came after max_chains chains"
+                    else f"chain {chain_id} came after max_chains chains"
                 )
                 return "excluded", [*reasons, Reason(stage=stage, detail=detail)]
     reasons.append(
         Reason(
-            stage="retrieval", detail="no note of its chain qualified as an entry point, so the chain was not reached"
+            stage="retrieval",
+            detail="no note of its chain qualified as an entry point, and no chain reached needs it, so it was not reached",
         )
     )
     return "excluded", reasons
+
+
+def _liveness(prereq: Prerequisite) -> str:
+    hops = "directly" if prereq.hops == 1 else f"{prereq.hops} hops away"
+    return f"needed by {prereq.needed_by} ({hops}), liveness {prereq.liveness:.4f}"
+
+
+def _needed_in(note_id: str, trace: Trace) -> tuple[Chain, Prerequisite] | None:
+    """The best chain the recall reached that needs this note as a prerequisite."""
+    for chain in trace.chains:
+        for prereq in chain.prerequisites:
+            if prereq.id == note_id:
+                return chain, prereq
+    return None

@@ -1,4 +1,4 @@
-"""The recall pipeline: entry points → chains (closure) → prerequisites → packing.
+"""The recall pipeline: entry points → chains (closure) → prerequisites → near-duplicates → packing.
 
 One function runs it and keeps a trace of every stage, so `why_excluded` explains exactly what
 `recall_chains` did rather than a second opinion of it.
@@ -7,18 +7,29 @@ Stages (DESIGN.md, "Recall contract"):
 1. Entry points: dense top-k and full-text top-k over notes of every state in scope, fused by
    reciprocal rank. A note qualifies as an entry if its cosine similarity reaches
    `min_similarity` (and the model could read both texts) or full-text search matched it.
-2. Closure: each entry brings its whole chain, successors unconditionally.
-3. Prerequisites: each head brings its `depends_on` targets (a superseded target is replaced by
-   its chain's heads).
-4. Chains are ordered by their best entry.
-5. Packing: whole chains, greedily, into the budget: heads first (a chain whose heads do not fit
-   is omitted and listed), then prerequisites, then history newest first (so history is trimmed
-   oldest first).
+2. Closure: each entry brings its whole chain, successors unconditionally. Chains are ordered by
+   their best entry.
+3. Prerequisites, multi-hop: the heads bring their `depends_on` targets, those bring theirs, as
+   far as the edges go (a target that was replaced stands in as its current heads). Liveness
+   flows with them and halves at each hop (`liveness_decay`): a prerequisite always counts less
+   than the note that needs it, so under pressure the farthest goes first, and never a head
+   before its own prerequisites are at stake.
+4. Near-duplicates, across chains only: a chain is dropped when each of its heads says what a
+   head of a better chain says (cosine ≥ `duplicate_similarity`, the same numbers) and it brings
+   nothing else (no history, no prerequisite of its own). A correction, a revocation or a
+   prerequisite can never be dropped here: they live inside chains, which are kept whole.
+5. Packing (a small knapsack, filled greedily): first whole cores — heads plus every
+   prerequisite — in chain order, skipping a core that does not fit; then, for the chains
+   skipped, heads and prerequisites one by one in order of liveness (a prerequisite only after
+   the note that needs it); then history, newest first, chain by chain. So history is trimmed
+   before any head, prerequisites before history, and what was trimmed or omitted is listed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -27,7 +38,7 @@ from .fold import Fold, fold, reachable
 from .model import EventKind, Note, NoteState
 from .tables import Tables
 from .tokens import estimate_tokens
-from .views import Chain, Entry, HistoryEntry, NoteView, Omitted, RecallResult
+from .views import Chain, Entry, HistoryEntry, NoteView, Omitted, Prerequisite, RecallResult
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant (Cormack et al., 2009)
 NOTE_OVERHEAD = 12  # tokens for a note's id, state and date as rendered
@@ -50,6 +61,23 @@ class Candidate:
 class RetrievalSettings:
     min_similarity: float = 0.25
     per_retriever: int = 40  # candidates each retriever contributes
+    liveness_decay: float = 0.5  # share of a note's liveness its prerequisite inherits, per hop
+    duplicate_similarity: float = 0.95  # heads this close (and with the same numbers) repeat each other
+    # How budgets are counted: the text's tokens plus a fixed cost per rendered note and chain.
+    # A benchmark with its own unit (e.g. whitespace words) passes its counter and zero overheads.
+    count_tokens: Callable[[str], int] = estimate_tokens
+    note_overhead: int = NOTE_OVERHEAD
+    chain_overhead: int = CHAIN_OVERHEAD
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """A chain the near-duplicate pass dropped: its head `note_id` repeats `like` of chain `of_chain`."""
+
+    of_chain: str
+    note_id: str
+    like: str
+    similarity: float
 
 
 @dataclass
@@ -64,6 +92,8 @@ class Trace:
     candidates: dict[str, Candidate]
     fold: Fold
     chain_entries: dict[str, Candidate] = field(default_factory=dict)  # chain id → best entry
+    chains: list[Chain] = field(default_factory=list)  # every chain reached, best first, before packing
+    duplicates: dict[str, Duplicate] = field(default_factory=dict)  # chain id → why it was dropped
     trimmed: dict[str, list[str]] = field(default_factory=dict)  # chain id → note ids left out
     result: RecallResult | None = None
 
@@ -136,7 +166,6 @@ def run(
     folded = fold(notes.values(), events, at)
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
 
-    chains: list[Chain] = []
     for cand in entries:  # best first
         if cand.note.id not in folded.notes:
             continue
@@ -144,11 +173,17 @@ def run(
         if chain_id in trace.chain_entries:
             continue
         trace.chain_entries[chain_id] = cand
-        chains.append(
-            build_chain(folded, cand.note.id, Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity))
-        )
+        entry = Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity)
+        trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
-    delivered, omitted, used = pack(chains, budget_tokens, max_chains, include_history, trace.trimmed)
+    heads = [h.id for c in trace.chains for h in c.heads]
+    kept, trace.duplicates = drop_duplicates(trace.chains, tables.vectors(heads), settings.duplicate_similarity)
+    delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
+    omitted += [
+        Omitted(chain_id=c.chain_id, entry=c.entry, tokens=0, reason="duplicate", duplicate_of=d.of_chain)
+        for c in trace.chains
+        if c.entry is not None and (d := trace.duplicates.get(c.chain_id)) is not None
+    ]
     trace.result = RecallResult(
         query=query, scope=scope, as_of=as_of, chains=delivered, used_tokens=used,
         budget_tokens=budget_tokens, omitted=omitted,
@@ -156,8 +191,8 @@ def run(
     return trace
 
 
-def build_chain(folded: Fold, note_id: str, entry: Entry | None = None) -> Chain:
-    """The whole chain of `note_id`: heads, history newest first, prerequisites of the heads."""
+def build_chain(folded: Fold, note_id: str, entry: Entry | None = None, decay: float = 0.5) -> Chain:
+    """The whole chain of `note_id`: heads, history newest first, prerequisites nearest first."""
     shape = folded.chain(note_id)
     notes = folded.notes
     history = []
@@ -177,23 +212,40 @@ def build_chain(folded: Fold, note_id: str, entry: Entry | None = None) -> Chain
             )
         )
     history.sort(key=lambda h: (h.at or h.note.recorded_at, h.note.id), reverse=True)
-
-    prerequisites: list[NoteView] = []
-    seen = set(shape.members)
-    for head in shape.heads:
-        for target in folded.depends_on(head):
-            for resolved in _current_of(folded, target):
-                if resolved not in seen:
-                    seen.add(resolved)
-                    prerequisites.append(note_view(notes[resolved], folded))
+    base = entry.score if entry is not None else 1.0
     return Chain(
         chain_id=shape.id,
         status=shape.status,
         heads=[note_view(notes[h], folded) for h in shape.heads],
         history=history,
-        prerequisites=prerequisites,
+        prerequisites=prerequisites(folded, shape.heads, set(shape.members), base, decay),
         entry=entry,
     )
+
+
+def prerequisites(
+    folded: Fold, heads: Sequence[str], members: set[str], liveness: float, decay: float
+) -> list[Prerequisite]:
+    """Breadth-first along `depends_on` from the heads, as far as it goes: nearest first, each once."""
+    found: list[Prerequisite] = []
+    seen = set(members)
+    frontier = [(head, 0) for head in heads]
+    for note_id, hops in frontier:  # grows while it is walked
+        for target in folded.depends_on(note_id):
+            for resolved in _current_of(folded, target):
+                if resolved in seen:
+                    continue
+                seen.add(resolved)
+                frontier.append((resolved, hops + 1))
+                found.append(
+                    Prerequisite(
+                        **note_view(folded.notes[resolved], folded).model_dump(),
+                        needed_by=note_id,
+                        hops=hops + 1,
+                        liveness=liveness * decay ** (hops + 1),
+                    )
+                )
+    return found
 
 
 def _current_of(folded: Fold, note_id: str) -> list[str]:
@@ -206,12 +258,80 @@ def _current_of(folded: Fold, note_id: str) -> list[str]:
     return list(heads) if heads else [note_id]
 
 
-def note_tokens(note: NoteView) -> int:
-    return estimate_tokens(note.text) + NOTE_OVERHEAD
+_NUMBER = re.compile(r"\w*\d\w*")
 
 
-def history_tokens(entry: HistoryEntry) -> int:
-    return note_tokens(entry.note) + estimate_tokens(entry.reason or "") + NOTE_OVERHEAD
+def drop_duplicates(
+    chains: Sequence[Chain], vectors: Mapping[str, Sequence[float]], threshold: float
+) -> tuple[list[Chain], dict[str, Duplicate]]:
+    """Drop each chain that only repeats a better one (see the module docstring, stage 4)."""
+    kept: list[Chain] = []
+    dropped: dict[str, Duplicate] = {}
+    for chain in chains:
+        repeat = None
+        if chain.heads and not chain.history:
+            repeat = next((d for k in kept if (d := _repeats(chain, k, vectors, threshold))), None)
+        if repeat is None:
+            kept.append(chain)
+        else:
+            dropped[chain.chain_id] = repeat
+    return kept, dropped
+
+
+def _repeats(chain: Chain, better: Chain, vectors: Mapping[str, Sequence[float]], threshold: float) -> Duplicate | None:
+    core = {h.id for h in better.heads} | {p.id for p in better.prerequisites}
+    if any(p.id not in core for p in chain.prerequisites) or any(h.id in core for h in chain.heads):
+        return None  # it brings something of its own, or it is part of the better chain's reasoning
+    weakest: Duplicate | None = None
+    for head in chain.heads:
+        match = None
+        for other in better.heads:
+            if head.id not in vectors or other.id not in vectors:
+                continue
+            if set(_NUMBER.findall(head.text)) != set(_NUMBER.findall(other.text)):
+                continue  # "listens on 8080" and "listens on 9090" disagree; they do not repeat
+            similarity = _cosine(vectors[head.id], vectors[other.id])
+            if similarity >= threshold and (match is None or similarity > match.similarity):
+                match = Duplicate(better.chain_id, head.id, other.id, similarity)
+        if match is None:
+            return None
+        if weakest is None or match.similarity < weakest.similarity:
+            weakest = match
+    return weakest
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+@dataclass
+class _Costs:
+    settings: RetrievalSettings
+
+    def note(self, note: NoteView) -> int:
+        return self.settings.count_tokens(note.text) + self.settings.note_overhead
+
+    def history(self, entry: HistoryEntry) -> int:
+        # the note, plus its role, when and by what it was replaced, and why
+        return self.note(entry.note) + self.settings.count_tokens(entry.reason or "") + self.settings.note_overhead
+
+    def required(self, chain: Chain) -> int:
+        """A chain's least delivery: its heads, or for a chain with none, its newest history entry."""
+        cost = self.settings.chain_overhead + sum(self.note(h) for h in chain.heads)
+        if not chain.heads and chain.history:
+            cost += self.history(chain.history[0])
+        return cost
+
+
+@dataclass
+class _Placed:
+    rank: int
+    chain: Chain
+    prerequisites: list[Prerequisite]
+    history: list[HistoryEntry]
+    tokens: int
 
 
 def pack(
@@ -219,55 +339,101 @@ def pack(
     budget: int,
     max_chains: int | None,
     include_history: bool,
+    settings: RetrievalSettings,
     trimmed_ids: dict[str, list[str]],
 ) -> tuple[list[Chain], list[Omitted], int]:
-    """Greedy by entry relevance; within a chain: heads, then prerequisites, then newest history."""
-    delivered: list[Chain] = []
+    """Fill `budget` with chains (module docstring, stage 5); chains come best first."""
+    costs = _Costs(settings)
     omitted: list[Omitted] = []
+    if max_chains is not None:
+        for chain in chains[max_chains:]:
+            assert chain.entry is not None
+            omitted.append(
+                Omitted(chain_id=chain.chain_id, entry=chain.entry, tokens=costs.required(chain), reason="max_chains")
+            )
+        chains = chains[:max_chains]
+
+    placed: dict[str, _Placed] = {}
+    shown: set[str] = set()  # ids of the notes delivered so far
     used = 0
-    for chain in chains:
-        assert chain.entry is not None
-        # A chain with no head (all retracted or expired) is told by its newest history entry.
-        required = CHAIN_OVERHEAD + sum(note_tokens(h) for h in chain.heads)
-        if not chain.heads and chain.history:
-            required += history_tokens(chain.history[0])
-        if max_chains is not None and len(delivered) >= max_chains:
-            omitted.append(Omitted(chain_id=chain.chain_id, entry=chain.entry, tokens=required, reason="max_chains"))
-            continue
-        if used + required > budget:
-            omitted.append(Omitted(chain_id=chain.chain_id, entry=chain.entry, tokens=required, reason="budget"))
-            continue
-        cost = required
+
+    def place(rank: int, chain: Chain, prereqs: list[Prerequisite], cost: int) -> None:
+        nonlocal used
         history = chain.history[:1] if not chain.heads else []
-        optional_history = chain.history[len(history) :] if include_history else []
-
-        prerequisites: list[NoteView] = []
-        for prereq in chain.prerequisites:
-            if used + cost + note_tokens(prereq) > budget:
-                break
-            cost += note_tokens(prereq)
-            prerequisites.append(prereq)
-        for entry in optional_history:
-            if used + cost + history_tokens(entry) > budget:
-                break
-            cost += history_tokens(entry)
-            history.append(entry)
-
-        dropped = [h.note.id for h in optional_history[len(history) - (0 if chain.heads else 1) :]]
-        dropped_history = len(dropped)
-        if chain.prerequisites[len(prerequisites) :]:
-            dropped += [p.id for p in chain.prerequisites[len(prerequisites) :]]
-        trimmed_ids[chain.chain_id] = dropped
+        placed[chain.chain_id] = _Placed(rank, chain, prereqs, history, cost)
+        shown.update([h.id for h in chain.heads] + [p.id for p in prereqs] + [h.note.id for h in history])
         used += cost
+
+    # 1. Whole cores, best chain first.
+    skipped: list[tuple[int, Chain]] = []
+    for rank, chain in enumerate(chains):
+        fresh = [p for p in chain.prerequisites if p.id not in shown]
+        cost = costs.required(chain) + sum(costs.note(p) for p in fresh)
+        if used + cost <= budget:
+            place(rank, chain, fresh, cost)
+        else:
+            skipped.append((rank, chain))
+
+    # 2. What the skipped chains can still bring, piece by piece in order of liveness: a chain's
+    # heads at its entry score, each prerequisite at its decayed liveness and only once the note
+    # that needs it is in.
+    pieces: list[tuple[float, int, Chain, Prerequisite | None]] = []
+    for rank, chain in skipped:
+        pieces.append((_score(chain), rank, chain, None))
+        pieces += [(p.liveness, rank, chain, p) for p in chain.prerequisites]
+    for _, rank, chain, prereq in sorted(pieces, key=lambda piece: (-piece[0], piece[1])):
+        if prereq is None:
+            cost = costs.required(chain)
+            if used + cost <= budget:
+                place(rank, chain, [], cost)
+            else:
+                assert chain.entry is not None
+                whole = cost + sum(costs.note(p) for p in chain.prerequisites if p.id not in shown)
+                omitted.append(Omitted(chain_id=chain.chain_id, entry=chain.entry, tokens=whole, reason="budget"))
+            continue
+        spot = placed.get(chain.chain_id)
+        cost = costs.note(prereq)
+        if spot is None or prereq.id in shown or prereq.needed_by not in shown or used + cost > budget:
+            continue
+        spot.prerequisites.append(prereq)
+        spot.tokens += cost
+        shown.add(prereq.id)
+        used += cost
+
+    # 3. History, newest first, chain by chain.
+    ordered = sorted(placed.values(), key=lambda s: s.rank)
+    for spot in ordered if include_history else ():
+        for entry in spot.chain.history[len(spot.history) :]:
+            if used + costs.history(entry) > budget:
+                break
+            spot.history.append(entry)
+            spot.tokens += costs.history(entry)
+            used += costs.history(entry)
+
+    delivered = []
+    for spot in ordered:
+        chain = spot.chain
+        own = {p.id for p in spot.prerequisites}
+        elsewhere = [p.id for p in chain.prerequisites if p.id not in own and p.id in shown]
+        left_prereqs = [p.id for p in chain.prerequisites if p.id not in shown]
+        left_history = [h.note.id for h in chain.history[len(spot.history) :]]
+        trimmed_ids[chain.chain_id] = left_history + left_prereqs
+        order = {p.id: i for i, p in enumerate(chain.prerequisites)}
+        spot.prerequisites.sort(key=lambda p: order[p.id])
         delivered.append(
             chain.model_copy(
                 update={
-                    "history": history,
-                    "prerequisites": prerequisites,
-                    "trimmed_history": dropped_history,
-                    "trimmed_prerequisites": len(chain.prerequisites) - len(prerequisites),
-                    "tokens": cost,
+                    "history": spot.history,
+                    "prerequisites": spot.prerequisites,
+                    "prerequisites_elsewhere": elsewhere,
+                    "trimmed_history": len(left_history),
+                    "trimmed_prerequisites": len(left_prereqs),
+                    "tokens": spot.tokens,
                 }
             )
         )
     return delivered, omitted, used
+
+
+def _score(chain: Chain) -> float:
+    return chain.entry.score if chain.entry is not None else 0.0

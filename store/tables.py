@@ -280,6 +280,16 @@ class Tables:
         rows = table.search().where(where.id_in(ids)).select(_NOTE_COLUMNS).limit(None).to_arrow().to_pylist()
         return {row["id"]: _note_from_row(row) for row in _first_of_each_id(rows)}
 
+    def vectors(self, ids: Iterable[str]) -> dict[str, list[float]]:
+        """Stored embeddings of these notes, for those the model could read."""
+        ids = list(dict.fromkeys(ids))
+        table = self.notes_table()
+        if not ids or table is None:
+            return {}
+        clause = where.all_of(where.id_in(ids), where.model_could_read())
+        rows = table.search().where(clause).select(["id", "vector"]).limit(None).to_arrow().to_pylist()
+        return {row["id"]: row["vector"] for row in _first_of_each_id(rows)}
+
     def events(self, scope: str, at: datetime | None = None) -> list[Event]:
         clause = where.in_scope(scope, at)
         rows = self.events_table().search().where(clause).limit(None).to_arrow().to_pylist()

@@ -51,6 +51,14 @@ class HistoryEntry(BaseModel):
     event_id: str | None = None
 
 
+class Prerequisite(NoteView):
+    """A note a head needs to make sense (a `depends_on` target), resolved to what is current."""
+
+    needed_by: str = Field(description="The note that depends on this one: a head, or a nearer prerequisite.")
+    hops: int = Field(description="1: a head depends on it directly; 2: a prerequisite of a prerequisite; …")
+    liveness: float = Field(description="What it inherits from the chain's entry: entry score × decay^hops.")
+
+
 class Entry(BaseModel):
     note_id: str = Field(description="The note through which the query reached this chain.")
     score: float = Field(description="Fused retrieval score of that note (reciprocal-rank fusion).")
@@ -62,10 +70,15 @@ class Chain(BaseModel):
     status: ChainStatus
     heads: list[NoteView] = Field(description="The current notes of this claim, newest first.")
     history: list[HistoryEntry] = Field(description="What the heads replaced, newest first: not current.")
-    prerequisites: list[NoteView] = Field(description="Notes the heads depend on.")
+    prerequisites: list[Prerequisite] = Field(
+        description="Notes the heads depend on, and what those depend on, nearest first."
+    )
+    prerequisites_elsewhere: list[str] = Field(
+        default_factory=list, description="Prerequisites delivered in another chain of this result (ids)."
+    )
     entry: Entry | None = None
     trimmed_history: int = Field(0, description="History entries left out to fit the budget (oldest first).")
-    trimmed_prerequisites: int = 0
+    trimmed_prerequisites: int = Field(0, description="Prerequisites left out to fit the budget (farthest first).")
     tokens: int = 0
 
 
@@ -73,7 +86,8 @@ class Omitted(BaseModel):
     chain_id: str
     entry: Entry
     tokens: int = Field(description="Tokens its heads alone would have needed.")
-    reason: Literal["budget", "max_chains"]
+    reason: Literal["budget", "max_chains", "duplicate"]
+    duplicate_of: str | None = Field(None, description="For a duplicate: the delivered chain that says the same.")
 
 
 class RecallResult(BaseModel):
@@ -133,7 +147,10 @@ class Forgotten(BaseModel):
     notes_changed: list[NoteView] = Field(description="Notes whose state changed because the note is gone.")
 
 
-Stage = Literal["existence", "scope", "state", "validity", "retrieval", "max_chains", "budget", "delivered"]
+Stage = Literal[
+    "existence", "scope", "state", "validity", "retrieval", "prerequisite", "diversity", "max_chains", "budget",
+    "delivered",
+]  # fmt: skip
 Verdict = Literal["current", "history", "excluded"]
 
 

@@ -54,3 +54,8 @@ def in_scope(scope: str, at: datetime | None = None) -> str:
 
 def all_of(*clauses: str) -> str:
     return " AND ".join(f"({c})" for c in clauses)
+
+
+def model_could_read() -> str:
+    """Rows whose text the embedding model could represent (see `Embedder.readable`)."""
+    return "dense_ok = true"

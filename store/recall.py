@@ -10,19 +10,21 @@ Stages (DESIGN.md, "Recall contract"):
 2. Closure: each entry brings its whole chain, successors unconditionally. Chains are ordered by
    their best entry.
 3. Prerequisites, multi-hop: the heads bring their `depends_on` targets, those bring theirs, as
-   far as the edges go (a target that was replaced stands in as its current heads). Liveness
-   flows with them and halves at each hop (`liveness_decay`): a prerequisite always counts less
-   than the note that needs it, so under pressure the farthest goes first, and never a head
-   before its own prerequisites are at stake.
+   far as the edges go, each once (a target that was replaced stands in as its current heads).
+   Liveness flows with them and halves at each hop (`liveness_decay`): a prerequisite counts
+   less than the note that needs it, so when a core must be cut, the farthest goes first. It
+   does not compete with other chains' heads: entry scores (reciprocal rank) span only
+   1/100 … 2/61, so at 0.5 per hop a two-hop prerequisite of the best chain (≈ 0.008) would lose
+   to the head of any chain that qualified — seed 002's failure again — and a decay mild enough
+   to avoid that would order nothing. A chain's core (heads + prerequisites) keeps its entry's rank.
 4. Near-duplicates, across chains only: a chain is dropped when each of its heads says what a
    head of a better chain says (cosine ≥ `duplicate_similarity`, the same numbers) and it brings
    nothing else (no history, no prerequisite of its own). A correction, a revocation or a
    prerequisite can never be dropped here: they live inside chains, which are kept whole.
-5. Packing (a small knapsack, filled greedily): first whole cores — heads plus every
-   prerequisite — in chain order, skipping a core that does not fit; then, for the chains
-   skipped, heads and prerequisites one by one in order of liveness (a prerequisite only after
-   the note that needs it); then history, newest first, chain by chain. So history is trimmed
-   before any head, prerequisites before history, and what was trimmed or omitted is listed.
+5. Packing, greedy by entry relevance: each chain in turn brings its heads (or is omitted and
+   listed) and then its prerequisites nearest first while they fit; after every chain has had
+   its turn, history fills what is left, newest first, chain by chain. So history is trimmed
+   before any head, prerequisites before history, and the result lists what was left out.
 """
 
 from __future__ import annotations
@@ -357,50 +359,27 @@ def pack(
     shown: set[str] = set()  # ids of the notes delivered so far
     used = 0
 
-    def place(rank: int, chain: Chain, prereqs: list[Prerequisite], cost: int) -> None:
-        nonlocal used
-        history = chain.history[:1] if not chain.heads else []
-        placed[chain.chain_id] = _Placed(rank, chain, prereqs, history, cost)
-        shown.update([h.id for h in chain.heads] + [p.id for p in prereqs] + [h.note.id for h in history])
-        used += cost
-
-    # 1. Whole cores, best chain first.
-    skipped: list[tuple[int, Chain]] = []
+    # 1. Chains best first: heads (or the chain is omitted), then prerequisites nearest first.
     for rank, chain in enumerate(chains):
-        fresh = [p for p in chain.prerequisites if p.id not in shown]
-        cost = costs.required(chain) + sum(costs.note(p) for p in fresh)
-        if used + cost <= budget:
-            place(rank, chain, fresh, cost)
-        else:
-            skipped.append((rank, chain))
-
-    # 2. What the skipped chains can still bring, piece by piece in order of liveness: a chain's
-    # heads at its entry score, each prerequisite at its decayed liveness and only once the note
-    # that needs it is in.
-    pieces: list[tuple[float, int, Chain, Prerequisite | None]] = []
-    for rank, chain in skipped:
-        pieces.append((_score(chain), rank, chain, None))
-        pieces += [(p.liveness, rank, chain, p) for p in chain.prerequisites]
-    for _, rank, chain, prereq in sorted(pieces, key=lambda piece: (-piece[0], piece[1])):
-        if prereq is None:
-            cost = costs.required(chain)
-            if used + cost <= budget:
-                place(rank, chain, [], cost)
-            else:
-                assert chain.entry is not None
-                whole = cost + sum(costs.note(p) for p in chain.prerequisites if p.id not in shown)
-                omitted.append(Omitted(chain_id=chain.chain_id, entry=chain.entry, tokens=whole, reason="budget"))
+        cost = costs.required(chain)
+        if used + cost > budget:
+            assert chain.entry is not None
+            whole = cost + sum(costs.note(p) for p in chain.prerequisites if p.id not in shown)
+            omitted.append(Omitted(chain_id=chain.chain_id, entry=chain.entry, tokens=whole, reason="budget"))
             continue
-        spot = placed.get(chain.chain_id)
-        cost = costs.note(prereq)
-        if spot is None or prereq.id in shown or prereq.needed_by not in shown or used + cost > budget:
-            continue
-        spot.prerequisites.append(prereq)
-        spot.tokens += cost
-        shown.add(prereq.id)
+        spot = placed[chain.chain_id] = _Placed(rank, chain, [], chain.history[:1] if not chain.heads else [], cost)
+        shown.update([h.id for h in chain.heads] + [h.note.id for h in spot.history])
         used += cost
+        for prereq in chain.prerequisites:
+            cost = costs.note(prereq)
+            if prereq.id in shown or prereq.needed_by not in shown or used + cost > budget:
+                continue  # shown elsewhere, or cut off: a farther one may still fit
+            spot.prerequisites.append(prereq)
+            spot.tokens += cost
+            shown.add(prereq.id)
+            used += cost
 
-    # 3. History, newest first, chain by chain.
+    # 2. History, newest first, chain by chain.
     ordered = sorted(placed.values(), key=lambda s: s.rank)
     for spot in ordered if include_history else ():
         for entry in spot.chain.history[len(spot.history) :]:
@@ -418,8 +397,6 @@ def pack(
         left_prereqs = [p.id for p in chain.prerequisites if p.id not in shown]
         left_history = [h.note.id for h in chain.history[len(spot.history) :]]
         trimmed_ids[chain.chain_id] = left_history + left_prereqs
-        order = {p.id: i for i, p in enumerate(chain.prerequisites)}
-        spot.prerequisites.sort(key=lambda p: order[p.id])
         delivered.append(
             chain.model_copy(
                 update={
@@ -433,7 +410,3 @@ def pack(
             )
         )
     return delivered, omitted, used
-
-
-def _score(chain: Chain) -> float:
-    return chain.entry.score if chain.entry is not None else 0.0

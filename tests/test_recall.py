@@ -1,0 +1,150 @@
+"""The recall engine at full depth: multi-hop prerequisites, packing, the near-duplicate pass, and
+why_excluded on each of them. Real LanceDB, real model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store.views import RecallResult
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+QUERY = "How does CI run the test suite?"
+
+
+def delivered(result: RecallResult) -> set[str]:
+    ids = set()
+    for chain in result.chains:
+        ids |= {h.id for h in chain.heads} | {p.id for p in chain.prerequisites} | {h.note.id for h in chain.history}
+    return ids
+
+
+@pytest.fixture
+def reasoning(memory: Memory) -> dict[str, str]:
+    """A four-step reasoning chain whose root shares no words with the query, and two look-alikes."""
+    ids: dict[str, str] = {}
+
+    def note(key: str, text: str, minutes: int, depends_on: tuple[str, ...] = ()) -> None:
+        at = T0 + timedelta(minutes=minutes)
+        ids[key] = memory.remember(text, depends_on=[ids[d] for d in depends_on], at=at).note.id
+
+    note("grammar", "The global Python lacked the tree-sitter grammar package in June.", 0)
+    note("venv", "So the project interpreter is the venv one, which has that package.", 1, ("grammar",))
+    note("pin", "Because of that, the pipeline pins its interpreter to .venv/bin/python.", 2, ("venv",))
+    note("ci", "CI runs the test suite with pytest using the pinned interpreter.", 3, ("pin",))
+    note("decoy1", "CI runs the lint job before the test suite on every pull request.", 4)
+    note("decoy2", "The test suite in CI is split into four shards that run in parallel.", 5)
+    return ids
+
+
+def test_prerequisites_travel_with_their_head_as_far_as_the_edges_go(memory: Memory, reasoning: dict[str, str]) -> None:
+    result = memory.recall(QUERY, budget_tokens=4000)
+    chain = next(c for c in result.chains if c.heads[0].id == reasoning["ci"])
+    assert [(p.id, p.hops, p.needed_by) for p in chain.prerequisites] == [
+        (reasoning["pin"], 1, reasoning["ci"]),
+        (reasoning["venv"], 2, reasoning["pin"]),
+        (reasoning["grammar"], 3, reasoning["venv"]),
+    ]
+    assert chain.entry is not None
+    for prereq in chain.prerequisites:  # liveness halves at each hop
+        assert prereq.liveness == pytest.approx(chain.entry.score * 0.5**prereq.hops)
+
+
+def test_a_replaced_prerequisite_stands_in_as_its_current_note(memory: Memory, reasoning: dict[str, str]) -> None:
+    fixed = memory.correct(
+        reasoning["grammar"],
+        "The global Python lacked the grammar package until the July upgrade.",
+        reason="it was fixed",
+    )
+    chain = next(c for c in memory.recall(QUERY, budget_tokens=4000).chains if c.heads[0].id == reasoning["ci"])
+    assert [p.id for p in chain.prerequisites][-1] == fixed.note.id
+    assert reasoning["grammar"] not in {p.id for p in chain.prerequisites}
+
+
+def test_packing_keeps_the_whole_reasoning_chain_before_more_query_like_notes(
+    memory: Memory, reasoning: dict[str, str]
+) -> None:
+    full = memory.recall(QUERY, budget_tokens=4000)
+    ci_chain = next(c for c in full.chains if c.heads[0].id == reasoning["ci"])
+    decoys = [c for c in full.chains if c.heads[0].id in (reasoning["decoy1"], reasoning["decoy2"])]
+    assert decoys and full.chains[0].heads[0].id == reasoning["ci"]  # the look-alikes are reached too
+
+    tight = memory.recall(QUERY, budget_tokens=ci_chain.tokens + 5)
+    assert delivered(tight) == {reasoning[k] for k in ("ci", "pin", "venv", "grammar")}
+    assert {o.chain_id for o in tight.omitted} >= {c.chain_id for c in decoys}
+    assert all(o.reason == "budget" for o in tight.omitted)
+
+
+def test_a_core_too_big_for_the_budget_loses_its_farthest_prerequisites_first(
+    memory: Memory, reasoning: dict[str, str]
+) -> None:
+    full = memory.recall(QUERY, budget_tokens=4000, max_chains=1)
+    chain = full.chains[0]
+    without_root = chain.tokens - (memory.settings.count_tokens(chain.prerequisites[-1].text) + 12)
+    result = memory.recall(QUERY, budget_tokens=without_root, max_chains=1)
+    kept = result.chains[0]
+    assert [p.id for p in kept.prerequisites] == [reasoning["pin"], reasoning["venv"]]
+    assert kept.trimmed_prerequisites == 1
+
+    why = memory.why_excluded(reasoning["grammar"], query=QUERY, budget_tokens=without_root)
+    assert why.verdict == "excluded"
+    stages = [r.stage for r in why.reasons]
+    assert "prerequisite" in stages and stages[-1] == "budget"
+    assert "3 hops away" in next(r.detail for r in why.reasons if r.stage == "prerequisite")
+
+    shown = memory.why_excluded(reasoning["venv"], query=QUERY, budget_tokens=without_root)
+    assert shown.verdict == "current"
+    assert [r.stage for r in shown.reasons][-2:] == ["prerequisite", "delivered"]
+
+
+def test_a_prerequisite_shown_in_one_chain_is_not_repeated_in_another(memory: Memory) -> None:
+    base = memory.remember("Staging uses the eu-west-1 region.", at=T0).note.id
+    first = memory.remember("Staging deploys go through the blue pool.", depends_on=[base], at=T0).note.id
+    second = memory.remember("Staging deploys need the release tag.", depends_on=[base], at=T0).note.id
+    result = memory.recall("How do staging deploys work?")
+    by_head = {c.heads[0].id: c for c in result.chains}
+    assert {first, second} <= by_head.keys()
+    owners = [c for c in (by_head[first], by_head[second]) if base in {p.id for p in c.prerequisites}]
+    others = [c for c in (by_head[first], by_head[second]) if base in c.prerequisites_elsewhere]
+    assert len(owners) == 1 and len(others) == 1
+
+
+def test_a_chain_that_repeats_a_better_one_is_dropped_and_explained(memory: Memory) -> None:
+    kept = memory.remember("Nightly backups run at 02:00 UTC on the db-main host.", at=T0).note.id
+    again = memory.remember("Nightly backups run at 02:00 UTC on the db-main host.", at=T0 + timedelta(hours=1))
+    other_day = memory.remember("Nightly backups run at 03:00 UTC on the db-main host.", at=T0 + timedelta(hours=2))
+    result = memory.recall("When do nightly backups run?")
+    heads = [c.heads[0].id for c in result.chains]
+    assert other_day.note.id in heads  # different numbers: a disagreement, never a duplicate
+    duplicate = [o for o in result.omitted if o.reason == "duplicate"]
+    assert len(duplicate) == 1
+    assert {kept, again.note.id} - set(heads) == {duplicate[0].entry.note_id}
+    assert duplicate[0].duplicate_of in {c.chain_id for c in result.chains}
+
+    why = memory.why_excluded(duplicate[0].entry.note_id, query="When do nightly backups run?")
+    assert why.verdict == "excluded" and why.reasons[-1].stage == "diversity"
+
+
+def test_the_near_duplicate_pass_never_drops_a_correction(memory: Memory) -> None:
+    old = memory.remember("The API gateway listens on port 8080.", at=T0).note.id
+    fixed = memory.correct(old, "The API gateway listens on port 9090.", reason="moved in the April migration")
+    echo = memory.remember("The API gateway listens on port 9090.", at=T0 + timedelta(days=30)).note.id
+    result = memory.recall("Which port does the API gateway listen on?")
+    chains = {c.heads[0].id: c for c in result.chains}
+    assert fixed.note.id in chains  # the corrected chain is kept whole, history and all
+    assert [h.note.id for h in chains[fixed.note.id].history] == [old]
+    assert all(o.entry.note_id != fixed.note.id for o in result.omitted)
+    assert echo in chains or any(o.reason == "duplicate" and o.entry.note_id == echo for o in result.omitted)
+
+
+def test_budgets_can_be_counted_in_another_unit(db: str, embedder: SentenceTransformerEmbedder) -> None:
+    words = Memory(
+        db,
+        embedder,
+        settings=RetrievalSettings(count_tokens=lambda t: len(t.split()), note_overhead=0, chain_overhead=0),
+    )
+    words.remember("the service listens on port 9090", at=T0)
+    result = words.recall("which port does the service listen on?", budget_tokens=6)
+    assert result.used_tokens == 6 and result.chains[0].tokens == 6
+    assert words.recall("which port does the service listen on?", budget_tokens=5).chains == []

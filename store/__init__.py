@@ -3,7 +3,7 @@
 from .embedder import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder
 from .errors import Conflict, CorrigendaError, InvalidArgument, ModelMismatch, NotFound
 from .memory import Memory
-from .model import ChainStatus, Event, EventKind, Note, NoteState
+from .model import ChainStatus, Draft, Event, EventKind, Note, NoteState
 from .recall import RetrievalSettings
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "ChainStatus",
     "Conflict",
     "CorrigendaError",
+    "Draft",
     "Embedder",
     "Event",
     "EventKind",

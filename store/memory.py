@@ -16,7 +16,7 @@ from .errors import Conflict, InvalidArgument, NotFound
 from .explain import explain
 from .fold import Fold, fold, reachable, supersedes_path
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
-from .model import Event, EventKind, Note, NoteState
+from .model import Draft, Event, EventKind, Note, NoteState
 from .recall import RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
@@ -27,6 +27,7 @@ from .views import (
     LifecycleChange,
     Linked,
     NoteHistory,
+    NoteView,
     RecallResult,
     Remembered,
     Similar,
@@ -123,6 +124,19 @@ class Memory:
         return Remembered(
             note=recall.note_view(note, after), similar_active=similar, events=[_event_view(e, after) for e in events]
         )
+
+    def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> list[NoteView]:
+        """Store many notes in one write (a conversation history, an export): no edges, no similar-notes check.
+
+        Every draft is checked before anything is stored; texts are embedded in one batch.
+        """
+        now = self.clock()
+        notes = [self._draft_note(d, scope, actor, _utc(d.at) or now) for d in drafts]
+        vectors = self.embedder.embed([n.text for n in notes]) if notes else []
+        rows = [(n, v, self.embedder.readable(n.text)) for n, v in zip(notes, vectors, strict=True)]
+        self.tables.add_notes(rows, self.embedder.name)
+        after = self._fold(scope, max([now, *(n.recorded_at for n in notes)]), notes)
+        return [recall.note_view(n, after) for n in notes]
 
     def correct(
         self,
@@ -379,6 +393,11 @@ class Memory:
             tags=[t.strip() for t in tags if t.strip()], source=source, actor=actor, confidence=confidence,
             recorded_at=now, valid_from=valid_from, valid_until=valid_until,
         )  # fmt: skip
+
+    def _draft_note(self, d: Draft, scope: str, actor: str | None, now: datetime) -> Note:
+        return self._new_note(
+            d.text, scope, d.kind, d.subject, d.tags, d.source, actor, d.confidence, d.valid_from, d.valid_until, now
+        )
 
     def _edge(
         self, kind: EventKind, src: Note, target: str, field: str, reason: str | None, actor: str | None,

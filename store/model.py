@@ -64,3 +64,17 @@ class Event(BaseModel):
     actor: str | None = None
     confidence: float = 1.0
     recorded_at: datetime
+
+
+class Draft(BaseModel):
+    """A note to import (see `Memory.import_notes`): what `remember` takes, without edges."""
+
+    text: str
+    kind: str = "fact"
+    subject: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    source: str | None = None
+    confidence: float = 1.0
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    at: datetime | None = Field(None, description="When it was recorded; default now.")

@@ -226,15 +226,24 @@ class Tables:
     # -- writing -----------------------------------------------------------------------------
 
     def add_note(self, note: Note, vector: Sequence[float], dense_ok: bool, model: str) -> None:
-        table = self._ensure_notes(model, len(vector))
-        row = {
-            "id": note.id, "text": note.text, "scope": note.scope, "kind": note.kind,
-            "subject": note.subject, "tags": note.tags, "source": note.source, "actor": note.actor,
-            "confidence": note.confidence, "recorded_at_us": where.to_micros(note.recorded_at),
-            "valid_from_us": _micros(note.valid_from), "valid_until_us": _micros(note.valid_until),
-            "dense_ok": dense_ok, "vector": list(vector),
-        }  # fmt: skip
-        table.add(pa.Table.from_pylist([row], schema=table.schema))
+        self.add_notes([(note, vector, dense_ok)], model)
+
+    def add_notes(self, notes: Sequence[tuple[Note, Sequence[float], bool]], model: str) -> None:
+        """Notes with their embeddings and whether the model could read them, in one write."""
+        if not notes:
+            return
+        table = self._ensure_notes(model, len(notes[0][1]))
+        rows = [
+            {
+                "id": note.id, "text": note.text, "scope": note.scope, "kind": note.kind,
+                "subject": note.subject, "tags": note.tags, "source": note.source, "actor": note.actor,
+                "confidence": note.confidence, "recorded_at_us": where.to_micros(note.recorded_at),
+                "valid_from_us": _micros(note.valid_from), "valid_until_us": _micros(note.valid_until),
+                "dense_ok": dense_ok, "vector": list(vector),
+            }
+            for note, vector, dense_ok in notes
+        ]  # fmt: skip
+        table.add(pa.Table.from_pylist(rows, schema=table.schema))
         self._wrote()
 
     def add_events(self, events: Sequence[Event]) -> None:

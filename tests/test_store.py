@@ -5,9 +5,10 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from corrigenda.store import Memory, ModelMismatch, SentenceTransformerEmbedder
+from corrigenda.store import Draft, InvalidArgument, Memory, ModelMismatch, SentenceTransformerEmbedder
 from corrigenda.store.embedder import default_model_path
 from corrigenda.store.tables import COMPACT_AT_FRAGMENTS
 from corrigenda.store.tokens import estimate_tokens
@@ -69,6 +70,23 @@ def test_chinese_is_found_through_full_text(memory: Memory, embedder: SentenceTr
     ids = [c.heads[0].id for c in result.chains]
     assert ids[0] == model.id and tool.id in ids
     assert all("发布" not in c.heads[0].text for c in result.chains)
+
+
+def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
+    memory.remember("The staging cluster runs in eu-west-1")
+    before = memory.tables.notes_table().version  # type: ignore[union-attr]
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    drafts = [Draft(text=f"Session note {i}: the user moved to team {i}", at=at + timedelta(days=i)) for i in range(5)]
+    stored = memory.import_notes(drafts, actor="importer")
+    assert memory.tables.notes_table().version == before + 1  # type: ignore[union-attr]
+    assert [n.recorded_at for n in stored] == [d.at for d in drafts]
+    assert {n.actor for n in stored} == {"importer"} and memory.stats()["notes"] == 6
+    found = memory.recall("which team did the user move to?", as_of=at + timedelta(days=1, hours=1))
+    assert {h.id for c in found.chains for h in c.heads} == {stored[0].id, stored[1].id}
+
+    with pytest.raises(InvalidArgument) as refused:
+        memory.import_notes([Draft(text="fine"), Draft(text="  ")])
+    assert refused.value.field == "text" and memory.stats()["notes"] == 6
 
 
 def test_token_estimate_is_fair_to_cjk() -> None:

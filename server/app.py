@@ -256,7 +256,8 @@ def build_server(
         as_of: AsOf = None,
     ) -> Annotated[CallToolResult, RecallResult]:
         """Look up memory before answering from it. Returns chains: each claim's current note(s) first (NOW),
-        then what they replaced (HISTORY, not current), then prerequisites, within a token budget."""
+        the notes they rest on, however far back (NEEDS, current too), then what they replaced (HISTORY,
+        not current), within a token budget; what did not fit or only repeated another chain is listed."""
         r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
                        max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip
         return _result(r, render.recall(r))

@@ -123,6 +123,20 @@ async def test_link_refines_and_depends_on(client: Client) -> None:
     assert "kind" in error
 
 
+async def test_recall_text_shows_prerequisites_of_prerequisites(client: Client) -> None:
+    root = (await call(client, "remember", text="The staging database was restored from the March snapshot"))["note"]
+    mid = await call(client, "remember", text="So staging user accounts date from March", depends_on=[root["id"]])
+    top = await call(
+        client, "remember", text="Staging login tests must use the March test accounts", depends_on=[mid["note"]["id"]]
+    )
+    result = await client.call_tool("recall_chains", {"query": "which accounts do staging login tests use?"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    lines = text.splitlines()
+    now = next(i for i, line in enumerate(lines) if "NOW " + top["note"]["id"] in line)
+    assert lines[now + 1].startswith("    NEEDS " + mid["note"]["id"])
+    assert lines[now + 2].startswith(f"    NEEDS (2 hops, for {mid['note']['id']}) {root['id']}")
+
+
 async def test_history_lists_every_event_with_who_when_why(client: Client) -> None:
     old = (await call(client, "remember", text="Logs are kept for 7 days"))["note"]
     new = (await call(client, "correct", note_id=old["id"], text="Logs are kept for 14 days", reason="compliance"))[

@@ -133,7 +133,7 @@ def _delivery(note: Note, trace: Trace) -> tuple[Verdict, list[Reason]]:
             )
             return "excluded", [*reasons, Reason(stage="diversity", detail=detail)]
         if note.id in trace.trimmed.get(chain_id, ()):
-            what = "prerequisites go farthest first" if needing else "history goes oldest first"
+            what = "prerequisites come nearest first while they fit" if needing else "history goes oldest first"
             detail = f"trimmed from chain {chain_id} to fit budget_tokens={trace.result.budget_tokens} ({what})"
             return "excluded", [*reasons, Reason(stage="budget", detail=detail)]
         for omitted in trace.result.omitted:

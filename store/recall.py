@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from .embedder import Embedder
 from .fold import Fold, fold, reachable
@@ -127,9 +128,11 @@ def find_candidates(
     if readable:
         if vector is None:
             vector = embedder.embed([query])[0]
-        for rank, hit in enumerate(tables.vector_search(vector, scope, as_of, settings.per_retriever), 1):
+        hits = tables.vector_search(vector, scope, as_of, settings.per_retriever)
+        for rank, hit in _ranked(hits, lambda h: (h.similarity, h.note.id)):
             found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok)
-    for rank, text_hit in enumerate(tables.text_search(query, scope, as_of, settings.per_retriever), 1):
+    text_hits = tables.text_search(query, scope, as_of, settings.per_retriever)
+    for rank, text_hit in _ranked(text_hits, lambda h: (h.score, h.note.id)):
         cand = found.setdefault(text_hit.note.id, Candidate(text_hit.note))
         cand.text_score, cand.text_rank = text_hit.score, rank
     for cand in found.values():
@@ -143,6 +146,23 @@ def find_candidates(
         cand.qualified = dense_match or cand.text_rank is not None
     ordered = sorted(found.values(), key=lambda c: (-c.score, c.note.id))
     return {c.note.id: c for c in ordered}, readable
+
+
+H = TypeVar("H")
+
+
+def _ranked(hits: Sequence[H], key: Callable[[H], tuple[float, str]]) -> list[tuple[int, H]]:
+    """Hits best first with competition ranks (1, 2, 2, 4): equal scores share a rank.
+
+    LanceDB returns equal scores (the same text stored twice) in no fixed order; without shared
+    ranks the fused score, and so the recall, would change from one call to the next.
+    """
+    ordered = sorted(hits, key=lambda h: (-round(key(h)[0], 6), key(h)[1]))
+    ranked: list[tuple[int, H]] = []
+    for position, hit in enumerate(ordered, 1):
+        tied = ranked and round(key(ranked[-1][1])[0], 6) == round(key(hit)[0], 6)
+        ranked.append((ranked[-1][0] if tied else position, hit))
+    return ranked
 
 
 def run(
@@ -182,7 +202,13 @@ def run(
     kept, trace.duplicates = drop_duplicates(trace.chains, tables.vectors(heads), settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
     omitted += [
-        Omitted(chain_id=c.chain_id, entry=c.entry, tokens=0, reason="duplicate", duplicate_of=d.of_chain)
+        Omitted(
+            chain_id=c.chain_id,
+            entry=c.entry,
+            tokens=_Costs(settings).required(c),
+            reason="duplicate",
+            duplicate_of=d.of_chain,
+        )
         for c in trace.chains
         if c.entry is not None and (d := trace.duplicates.get(c.chain_id)) is not None
     ]
@@ -327,6 +353,11 @@ class _Costs:
         return cost
 
 
+def _covered(chain: Chain, shown: set[str]) -> bool:
+    notes = [h.id for h in chain.heads] + [p.id for p in chain.prerequisites]
+    return bool(chain.heads) and not chain.history and all(n in shown for n in notes)
+
+
 @dataclass
 class _Placed:
     rank: int
@@ -361,6 +392,8 @@ def pack(
 
     # 1. Chains best first: heads (or the chain is omitted), then prerequisites nearest first.
     for rank, chain in enumerate(chains):
+        if _covered(chain, shown):
+            continue  # delivered already, as prerequisites of a better chain, and it adds nothing
         cost = costs.required(chain)
         if used + cost > budget:
             assert chain.entry is not None

@@ -85,7 +85,9 @@ class Chain(BaseModel):
 class Omitted(BaseModel):
     chain_id: str
     entry: Entry
-    tokens: int = Field(description="Tokens its heads alone would have needed.")
+    tokens: int = Field(
+        description="Tokens it needed: its heads, and for `budget` also the prerequisites not delivered elsewhere."
+    )
     reason: Literal["budget", "max_chains", "duplicate"]
     duplicate_of: str | None = Field(None, description="For a duplicate: the delivered chain that says the same.")
 

@@ -10,7 +10,7 @@ from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbed
 from corrigenda.store.views import RecallResult
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-QUERY = "How does CI run the test suite?"
+QUERY = "How does CI run the test suite with pytest?"
 
 
 def delivered(result: RecallResult) -> set[str]:
@@ -148,3 +148,23 @@ def test_budgets_can_be_counted_in_another_unit(db: str, embedder: SentenceTrans
     result = words.recall("which port does the service listen on?", budget_tokens=6)
     assert result.used_tokens == 6 and result.chains[0].tokens == 6
     assert words.recall("which port does the service listen on?", budget_tokens=5).chains == []
+
+
+def test_a_note_is_delivered_once_even_when_it_is_both_an_entry_and_a_prerequisite(memory: Memory) -> None:
+    base = memory.remember("The CI test suite needs Postgres 16.", at=T0).note.id
+    top = memory.remember("The CI test suite runs on the db runner, which has Postgres 16.", depends_on=[base], at=T0)
+    result = memory.recall("What does the CI test suite need?")
+    trace_ids = [h.id for c in result.chains for h in c.heads] + [p.id for c in result.chains for p in c.prerequisites]
+    assert sorted(trace_ids) == sorted({base, top.note.id})
+    assert result.used_tokens == sum(c.tokens for c in result.chains)
+
+
+def test_equal_scores_share_a_rank_so_recall_does_not_change_between_calls(memory: Memory) -> None:
+    twins = [memory.remember("Sprint recap: the backlog was groomed.", at=T0 + timedelta(minutes=i)) for i in range(2)]
+    memory.remember("Sprint recap: two bugs moved to the next sprint.", at=T0 + timedelta(minutes=3))
+    query = "what happened to the backlog in the sprint recap?"
+    trace = memory._run(query, "default", 2000, None, True, None)
+    first, second = (trace.candidates[t.note.id] for t in twins)
+    assert (first.dense_rank, first.text_rank, first.score) == (second.dense_rank, second.text_rank, second.score)
+    runs = {memory.recall(query).model_dump_json() for _ in range(3)}
+    assert len(runs) == 1

@@ -53,19 +53,17 @@ def _history(h: HistoryEntry) -> str:
 
 
 def chain(c: Chain, position: int | None = None) -> list[str]:
-    label = {"current": "CURRENT", "contested": "CONTESTED: several current notes disagree, reconcile them",
+    label = {"current": "CURRENT", "contested": "CONTESTED: current notes disagree, reconcile them",
              "retracted": "RETRACTED: nothing in this chain is current", "expired": "EXPIRED: nothing is valid now"}  # fmt: skip
     head = f"[{position}] " if position is not None else ""
     lines = [f"{head}chain {c.chain_id} — {label[c.status.value]}"]
     lines += [f"    NOW {_note(n)}" for n in c.heads]
-    lines += [
-        f"    NEEDS{'' if p.hops == 1 else f' ({p.hops} hops, for {p.needed_by})'} {_note(p)}" for p in c.prerequisites
-    ]
+    lines += [f"    NEEDS{'' if p.hops == 1 else f' ({p.hops} hops)'} {_note(p)}" for p in c.prerequisites]
     lines += [f"    NEEDS {i} (shown in another chain above or below)" for i in c.prerequisites_elsewhere]
     lines += [_history(h) for h in c.history]
     if c.trimmed_history or c.trimmed_prerequisites:
         lines.append(
-            f"    ({c.trimmed_history} older history and {c.trimmed_prerequisites} prerequisites left out for the budget)"
+            f"    (left out for the budget: {c.trimmed_history} history, {c.trimmed_prerequisites} prerequisites)"
         )
     return lines
 
@@ -80,15 +78,30 @@ def recall(r: RecallResult) -> str:
     for i, c in enumerate(r.chains, 1):
         lines += chain(c, i)
     if r.omitted:
-        lines.append("Omitted: " + "; ".join(map(_omitted, r.omitted)))
+        lines.append(_omitted(r.omitted))
     lines.append("Use NOW notes as current; HISTORY notes are replaced or withdrawn.")
     return "\n".join(lines)
 
 
-def _omitted(o: Omitted) -> str:
-    if o.reason == "duplicate":
-        return f"chain {o.chain_id} (repeats chain {o.duplicate_of})"
-    return f"chain {o.chain_id} ({o.reason}, needs {o.tokens} tokens)"
+def _omitted(omitted: list[Omitted]) -> str:
+    """One line however many chains were left out: the structured result lists each of them."""
+    parts = []
+    budget = [o for o in omitted if o.reason == "budget"]
+    if budget:
+        parts.append(
+            f"{len(budget)} chain(s) did not fit the budget (the best, {budget[0].chain_id}, needs {budget[0].tokens})"
+        )
+    capped = sum(o.reason == "max_chains" for o in omitted)
+    if capped:
+        parts.append(f"{capped} came after max_chains")
+    repeats = [o for o in omitted if o.reason == "duplicate"]
+    if repeats:
+        parts.append(
+            f"{len(repeats)} repeated a delivered chain ("
+            + ", ".join(f"{o.chain_id} = {o.duplicate_of}" for o in repeats[:2])
+            + (", …)" if len(repeats) > 2 else ")")
+        )
+    return "Omitted: " + "; ".join(parts) + "."
 
 
 def remembered(r: Remembered) -> str:

@@ -108,7 +108,9 @@ def _delivery(note: Note, trace: Trace) -> tuple[Verdict, list[Reason]]:
     for position, chain in enumerate(chains, 1):
         where = f"chain {position} of {len(chains)} ({chain.chain_id}, {chain.status.value})"
         if any(h.id == note.id for h in chain.heads):
-            return "current", [*reasons, Reason(stage="delivered", detail=f"delivered as a head of {where}")]
+            lifted = chain.entry.lifted_by if chain.entry else None
+            moved = f", moved up to arrive with {lifted}, which it needs and which ranked higher" if lifted else ""
+            return "current", [*reasons, Reason(stage="delivered", detail=f"delivered as a head of {where}{moved}")]
         if any(h.note.id == note.id for h in chain.history):
             return "history", [*reasons, Reason(stage="delivered", detail=f"delivered as history in {where}")]
         for prereq in chain.prerequisites:

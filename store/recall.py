@@ -7,24 +7,30 @@ Stages (DESIGN.md, "Recall contract"):
 1. Entry points: dense top-k and full-text top-k over notes of every state in scope, fused by
    reciprocal rank. A note qualifies as an entry if its cosine similarity reaches
    `min_similarity` (and the model could read both texts) or full-text search matched it.
-2. Closure: each entry brings its whole chain, successors unconditionally. Chains are ordered by
-   their best entry.
+2. Closure: each entry brings its whole chain, successors unconditionally. A chain scores the
+   fused scores of all its entries, summed (CombSUM, Fox & Shaw 1994): an old value and its
+   correction that both match the query are two pieces of evidence that this claim is the one
+   asked about, where best-entry scoring let a single look-alike note outrank them (LongMemEval,
+   see README). Chains are ordered by that score, except that a chain reached by the query that
+   needs (stage 3) a better chain's head moves up to just before it, so the two arrive as one
+   reasoning chain.
 3. Prerequisites, multi-hop: the heads bring their `depends_on` targets, those bring theirs, as
    far as the edges go, each once (a target that was replaced stands in as its current heads).
    Liveness flows with them and halves at each hop (`liveness_decay`): a prerequisite counts
    less than the note that needs it, so when a core must be cut, the farthest goes first. It
-   does not compete with other chains' heads: entry scores (reciprocal rank) span only
+   does not compete with other chains' heads: fused scores (reciprocal rank) of one note span only
    1/100 … 2/61, so at 0.5 per hop a two-hop prerequisite of the best chain (≈ 0.008) would lose
    to the head of any chain that qualified — seed 002's failure again — and a decay mild enough
-   to avoid that would order nothing. A chain's core (heads + prerequisites) keeps its entry's rank.
+   to avoid that would order nothing. A chain's core (heads + prerequisites) keeps its chain's rank.
 4. Near-duplicates, across chains only: a chain is dropped when each of its heads says what a
    head of a better chain says (cosine ≥ `duplicate_similarity`, the same numbers) and it brings
    nothing else (no history, no prerequisite of its own). A correction, a revocation or a
    prerequisite can never be dropped here: they live inside chains, which are kept whole.
-5. Packing, greedy by entry relevance: each chain in turn brings its heads (or is omitted and
-   listed) and then its prerequisites nearest first while they fit; after every chain has had
-   its turn, history fills what is left, newest first, chain by chain. So history is trimmed
-   before any head, prerequisites before history, and the result lists what was left out.
+5. Packing, greedy by chain order: each chain in turn brings its heads (or is omitted and
+   listed), then its prerequisites nearest first, then its history newest first, while they fit.
+   Within a chain, history is trimmed before prerequisites and both before any head; the result
+   lists what was trimmed and omitted. (Giving every chain's heads a turn before any history was
+   tried first: on LongMemEval it never delivered what the best chain replaced, see README.)
 """
 
 from __future__ import annotations
@@ -44,8 +50,11 @@ from .tokens import estimate_tokens
 from .views import Chain, Entry, HistoryEntry, NoteView, Omitted, Prerequisite, RecallResult
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant (Cormack et al., 2009)
-NOTE_OVERHEAD = 12  # tokens for a note's id, state and date as rendered
-CHAIN_OVERHEAD = 8  # tokens for a chain's header line
+# What the text rendering adds, in the same estimate: a note's label, id, kind and date (a history
+# entry has that twice over: what replaced it, and when), and a chain's header line. Checked
+# against the real rendering by tests/test_tools.py.
+NOTE_OVERHEAD = 18
+CHAIN_OVERHEAD = 16
 
 
 @dataclass
@@ -188,16 +197,19 @@ def run(
     folded = fold(notes.values(), events, at)
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
 
+    reached: dict[str, float] = {}  # chain id → the fused scores of its entries, summed
     for cand in entries:  # best first
         if cand.note.id not in folded.notes:
             continue
         chain_id = folded.chain(cand.note.id).id
-        if chain_id in trace.chain_entries:
-            continue
-        trace.chain_entries[chain_id] = cand
-        entry = Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity)
+        reached[chain_id] = reached.get(chain_id, 0.0) + cand.score
+        trace.chain_entries.setdefault(chain_id, cand)
+    for chain_id in sorted(reached, key=lambda c: (-round(reached[c], 9), -trace.chain_entries[c].score, c)):
+        cand = trace.chain_entries[chain_id]
+        entry = Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity, chain_score=reached[chain_id])
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
+    trace.chains = dependents_first(trace.chains)
     heads = [h.id for c in trace.chains for h in c.heads]
     kept, trace.duplicates = drop_duplicates(trace.chains, tables.vectors(heads), settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
@@ -240,7 +252,7 @@ def build_chain(folded: Fold, note_id: str, entry: Entry | None = None, decay: f
             )
         )
     history.sort(key=lambda h: (h.at or h.note.recorded_at, h.note.id), reverse=True)
-    base = entry.score if entry is not None else 1.0
+    base = entry.chain_score if entry is not None else 1.0
     return Chain(
         chain_id=shape.id,
         status=shape.status,
@@ -274,6 +286,37 @@ def prerequisites(
                     )
                 )
     return found
+
+
+def dependents_first(chains: Sequence[Chain]) -> list[Chain]:
+    """Each chain preceded by the reached chains that need it: together they are one reasoning chain.
+
+    A prerequisite can match the query better than the note that needs it (it names the entity
+    the query asks about). Delivered on its own first, it would leave its dependant to fight for
+    the rest of the budget; lifted to its rank, the dependant brings it along as a prerequisite.
+    """
+    ordered: list[Chain] = []
+    taken: set[str] = set()
+    for position, chain in enumerate(chains):
+        if chain.chain_id in taken:
+            continue
+        waiting = [c for c in chains[position + 1 :] if c.chain_id not in taken and _needs(c, chain)]
+        while waiting:  # the most dependent first: nothing still waiting needs it
+            free = [c for c in waiting if not any(_needs(o, c) for o in waiting if o is not c)]
+            first = (free or waiting)[0]  # `or`: notes that depend on each other in a cycle
+            waiting.remove(first)
+            assert first.entry is not None and chain.entry is not None
+            ordered.append(
+                first.model_copy(update={"entry": first.entry.model_copy(update={"lifted_by": chain.entry.note_id})})
+            )
+            taken.add(first.chain_id)
+        ordered.append(chain)
+        taken.add(chain.chain_id)
+    return ordered
+
+
+def _needs(chain: Chain, other: Chain) -> bool:
+    return bool({h.id for h in other.heads} & {p.id for p in chain.prerequisites})
 
 
 def _current_of(folded: Fold, note_id: str) -> list[str]:
@@ -390,7 +433,8 @@ def pack(
     shown: set[str] = set()  # ids of the notes delivered so far
     used = 0
 
-    # 1. Chains best first: heads (or the chain is omitted), then prerequisites nearest first.
+    # Chains best first. Each brings its heads (or is omitted and listed), then its prerequisites,
+    # nearest first, then its history, newest first, while they fit.
     for rank, chain in enumerate(chains):
         if _covered(chain, shown):
             continue  # delivered already, as prerequisites of a better chain, and it adds nothing
@@ -411,17 +455,16 @@ def pack(
             spot.tokens += cost
             shown.add(prereq.id)
             used += cost
-
-    # 2. History, newest first, chain by chain.
-    ordered = sorted(placed.values(), key=lambda s: s.rank)
-    for spot in ordered if include_history else ():
-        for entry in spot.chain.history[len(spot.history) :]:
-            if used + costs.history(entry) > budget:
-                break
+        for entry in chain.history[len(spot.history) :] if include_history else ():
+            cost = costs.history(entry)
+            if used + cost > budget:
+                break  # newest first: what is left out is the oldest
             spot.history.append(entry)
-            spot.tokens += costs.history(entry)
-            used += costs.history(entry)
+            spot.tokens += cost
+            shown.add(entry.note.id)
+            used += cost
 
+    ordered = sorted(placed.values(), key=lambda s: s.rank)
     delivered = []
     for spot in ordered:
         chain = spot.chain

@@ -63,6 +63,12 @@ class Entry(BaseModel):
     note_id: str = Field(description="The note through which the query reached this chain.")
     score: float = Field(description="Fused retrieval score of that note (reciprocal-rank fusion).")
     similarity: float | None = Field(None, description="Cosine similarity of the entry note to the query.")
+    chain_score: float = Field(
+        0.0, description="The fused scores of every note of the chain the query reached, summed: the chain order."
+    )
+    lifted_by: str | None = Field(
+        None, description="A better-ranked note this chain needs: the chain was moved up to arrive with it."
+    )
 
 
 class Chain(BaseModel):

@@ -168,3 +168,22 @@ def test_equal_scores_share_a_rank_so_recall_does_not_change_between_calls(memor
     assert (first.dense_rank, first.text_rank, first.score) == (second.dense_rank, second.text_rank, second.score)
     runs = {memory.recall(query).model_dump_json() for _ in range(3)}
     assert len(runs) == 1
+
+
+def test_a_prerequisite_that_ranks_first_brings_its_dependant_up_with_it(memory: Memory) -> None:
+    base = memory.remember("Dana is assigned access bundle B7 for the production backup system.", at=T0).note.id
+    mid = memory.remember("Bundle B7 maps to the restore-operator role.", depends_on=[base], at=T0).note.id
+    top = memory.remember("The restore-operator role may start a restore.", depends_on=[mid], at=T0).note.id
+    query = "Can Dana start a restore of the production backup system?"
+    trace = memory._run(query, "default", 2000, None, True, None)
+    assert max(trace.candidates.values(), key=lambda c: c.score).note.id == base  # the query names the base best
+    result = memory.recall(query)
+    first = result.chains[0]
+    assert first.heads[0].id == top and first.entry is not None and first.entry.lifted_by == base
+    assert [p.id for p in first.prerequisites] == [mid, base]
+    delivered_ids = [h.id for c in result.chains for h in c.heads] + [
+        p.id for c in result.chains for p in c.prerequisites
+    ]
+    assert sorted(delivered_ids) == sorted([base, mid, top])
+    why = memory.why_excluded(top, query=query)
+    assert "moved up to arrive with " + base in why.reasons[-1].detail

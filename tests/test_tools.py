@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from corrigenda.server import render
+from corrigenda.store.tokens import estimate_tokens
+from corrigenda.store.views import RecallResult
 from mcp import Client
 
 from .conftest import call, call_error
@@ -134,7 +137,27 @@ async def test_recall_text_shows_prerequisites_of_prerequisites(client: Client) 
     lines = text.splitlines()
     now = next(i for i, line in enumerate(lines) if "NOW " + top["note"]["id"] in line)
     assert lines[now + 1].startswith("    NEEDS " + mid["note"]["id"])
-    assert lines[now + 2].startswith(f"    NEEDS (2 hops, for {mid['note']['id']}) {root['id']}")
+    assert lines[now + 2].startswith(f"    NEEDS (2 hops) {root['id']}")
+    chain = next(c for c in (await call(client, "recall_chains", query="staging login accounts"))["chains"])
+    assert [p["needed_by"] for p in chain["prerequisites"]] == [top["note"]["id"], mid["note"]["id"]]
+
+
+async def test_the_tokens_a_chain_is_charged_cover_its_text(client: Client) -> None:
+    old = await call(client, "remember", text="The API gateway listens on port 8080 behind the internal balancer.")
+    base = await call(client, "remember", text="Gateway settings live in the infra repository under gateway/.")
+    fixed = await call(
+        client, "correct", note_id=old["note"]["id"], text="The API gateway listens on port 9090 now.",
+        reason="moved during the April migration",
+    )  # fmt: skip
+    await call(
+        client, "correct", note_id=fixed["note"]["id"], text="The API gateway listens on 9443.", reason="TLS",
+        depends_on=[base["note"]["id"]],
+    )  # fmt: skip
+    result = await call(client, "recall_chains", query="which port does the API gateway listen on?")
+    recalled = RecallResult.model_validate(result)
+    chain = recalled.chains[0]
+    assert len(chain.history) == 2 and len(chain.prerequisites) == 1
+    assert estimate_tokens("\n".join(render.chain(chain, 1))) <= chain.tokens
 
 
 async def test_history_lists_every_event_with_who_when_why(client: Client) -> None:

@@ -7,11 +7,14 @@ Stages (DESIGN.md, "Recall contract"):
 1. Entry points: dense top-k and full-text top-k over notes of every state in scope, fused by
    reciprocal rank. A note qualifies as an entry if its cosine similarity reaches
    `min_similarity` (and the model could read both texts) or full-text search matched it.
-2. Closure: each entry brings its whole chain, successors unconditionally. A chain scores the
-   fused scores of all its entries, summed (CombSUM, Fox & Shaw 1994): an old value and its
-   correction that both match the query are two pieces of evidence that this claim is the one
-   asked about, where best-entry scoring let a single look-alike note outrank them (LongMemEval,
-   see README). Chains are ordered by that score, except that a chain reached by the query that
+2. Closure: each entry brings its whole chain, successors unconditionally. A chain scores its
+   best entry's fused score plus a tenth (`chain_evidence`) of each further entry's: an old value
+   and its correction that both match the query are two pieces of evidence that this claim is the
+   one asked about. A tenth is about ten rank places in one retriever: enough to break near-ties
+   toward such a claim, where best-entry scoring let a look-alike note outrank it (LongMemEval
+   current@1 0.53 → 0.97), and little enough not to lift a chain of weak matches over a clearly
+   better note (a full sum, CombSUM, cost seed 000's small-budget recall of current truth 99 % →
+   83 %; the sweep is in the README). Chains are ordered by that score, except that a chain reached by the query that
    needs (stage 3) a better chain's head moves up to just before it, so the two arrive as one
    reasoning chain.
 3. Prerequisites, multi-hop: the heads bring their `depends_on` targets, those bring theirs, as
@@ -75,6 +78,7 @@ class RetrievalSettings:
     per_retriever: int = 40  # candidates each retriever contributes
     liveness_decay: float = 0.5  # share of a note's liveness its prerequisite inherits, per hop
     duplicate_similarity: float = 0.95  # heads this close (and with the same numbers) repeat each other
+    chain_evidence: float = 0.1  # share of its fused score each further entry adds to its chain's score
     # How budgets are counted: the text's tokens plus a fixed cost per rendered note and chain.
     # A benchmark with its own unit (e.g. whitespace words) passes its counter and zero overheads.
     count_tokens: Callable[[str], int] = estimate_tokens
@@ -197,12 +201,13 @@ def run(
     folded = fold(notes.values(), events, at)
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
 
-    reached: dict[str, float] = {}  # chain id → the fused scores of its entries, summed
+    reached: dict[str, float] = {}  # chain id → its score: the best entry, plus the others weighted
     for cand in entries:  # best first
         if cand.note.id not in folded.notes:
             continue
         chain_id = folded.chain(cand.note.id).id
-        reached[chain_id] = reached.get(chain_id, 0.0) + cand.score
+        weight = settings.chain_evidence if chain_id in reached else 1.0
+        reached[chain_id] = reached.get(chain_id, 0.0) + weight * cand.score
         trace.chain_entries.setdefault(chain_id, cand)
     for chain_id in sorted(reached, key=lambda c: (-round(reached[c], 9), -trace.chain_entries[c].score, c)):
         cand = trace.chain_entries[chain_id]

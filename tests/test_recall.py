@@ -187,3 +187,15 @@ def test_a_prerequisite_that_ranks_first_brings_its_dependant_up_with_it(memory:
     assert sorted(delivered_ids) == sorted([base, mid, top])
     why = memory.why_excluded(top, query=query)
     assert "moved up to arrive with " + base in why.reasons[-1].detail
+
+
+def test_a_chain_scores_its_best_entry_and_a_tenth_of_each_other(memory: Memory) -> None:
+    old = memory.remember("The nightly build runs on runner-3 in the basement rack.", at=T0).note.id
+    new = memory.correct(old, "The nightly build runs on runner-7 now.", reason="runner-3 retired").note.id
+    query = "Which runner does the nightly build run on?"
+    trace = memory._run(query, "default", 2000, None, True, None)
+    best, other = sorted((trace.candidates[old], trace.candidates[new]), key=lambda c: -c.score)
+    assert best.qualified and other.qualified
+    chain = next(c for c in trace.chains if c.heads[0].id == new)
+    assert chain.entry is not None and chain.entry.note_id == best.note.id
+    assert chain.entry.chain_score == pytest.approx(best.score + 0.1 * other.score)

@@ -210,7 +210,10 @@ def build_server(
         confidence: Confidence = 1.0,
         valid_from: ValidFrom = None,
         valid_until: ValidUntil = None,
-        depends_on: Annotated[list[NoteId], Field(description="Notes the corrected note needs.", max_length=32)] = [],  # noqa: B006
+        depends_on: Annotated[
+            list[NoteId] | None,
+            Field(description="Notes the corrected note needs; omit to keep what the old note needed.", max_length=32),
+        ] = None,
     ) -> Annotated[CallToolResult, Corrected]:
         """Replace a note that is out of date or wrong with a corrected one. The old note stays as history
         (marked superseded, with your reason) and recall shows the new one as current."""

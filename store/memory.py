@@ -151,14 +151,19 @@ class Memory:
         confidence: float = 1.0,
         valid_from: datetime | None = None,
         valid_until: datetime | None = None,
-        depends_on: Sequence[str] = (),
+        depends_on: Sequence[str] | None = None,
         actor: str | None = None,
         at: datetime | None = None,
     ) -> Corrected:
-        """Write the corrected note and a `supersedes` edge to the old one, which becomes history."""
+        """Write the corrected note and a `supersedes` edge to the old one, which becomes history.
+
+        Unless `depends_on` is given, the correction needs what the old note needed.
+        """
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
+        if depends_on is None:
+            depends_on = list(dict.fromkeys(self._fold(old.scope, _utc(at) or self.clock(), [old]).depends_on(note_id)))
         remembered = self.remember(
             text, old.scope, kind or old.kind, subject if subject is not None else old.subject,
             list(tags) if tags is not None else old.tags, source, confidence, valid_from, valid_until,

@@ -290,3 +290,24 @@ async def test_an_expired_note_is_a_state_not_a_delete(client: Client) -> None:
     assert why["verdict"] == "history" and why["reasons"][0]["stage"] == "validity"
     replay = await call(client, "recall_chains", query="merge freeze", as_of="2019-12-31T00:00:00Z")
     assert replay["chains"] == []  # it was recorded after that time
+
+
+async def test_a_correction_keeps_what_the_old_note_needed_unless_told_otherwise(client: Client) -> None:
+    base = (await call(client, "remember", text="Dana holds access bundle B7 for the backup system"))["note"]
+    rule = await call(client, "remember", text="Bundle B7 may start a restore", depends_on=[base["id"]])
+    fixed = await call(
+        client, "correct", note_id=rule["note"]["id"], text="Bundle B7 may start a restore with a second approver",
+        reason="policy changed in May",
+    )  # fmt: skip
+    assert [(e["kind"], e["dst"]) for e in (await call(client, "history", note_id=fixed["note"]["id"]))["events"]
+            if e["src"] == fixed["note"]["id"]] == [("supersedes", rule["note"]["id"]), ("depends_on", base["id"])]  # fmt: skip
+    recalled = await call(client, "recall_chains", query="who may start a restore with bundle B7?")
+    chain = next(c for c in recalled["chains"] if c["heads"][0]["id"] == fixed["note"]["id"])
+    assert [p["id"] for p in chain["prerequisites"]] == [base["id"]]
+
+    again = await call(
+        client, "correct", note_id=fixed["note"]["id"], text="Anyone on call may start a restore", reason="B7 retired",
+        depends_on=[],
+    )  # fmt: skip
+    chain = (await call(client, "history", note_id=again["note"]["id"]))["chain"]
+    assert chain["prerequisites"] == []

@@ -107,7 +107,6 @@ class Trace:
     query_readable: bool
     candidates: dict[str, Candidate]
     fold: Fold
-    chain_entries: dict[str, Candidate] = field(default_factory=dict)  # chain id → best entry
     chains: list[Chain] = field(default_factory=list)  # every chain reached, best first, before packing
     duplicates: dict[str, Duplicate] = field(default_factory=dict)  # chain id → why it was dropped
     trimmed: dict[str, list[str]] = field(default_factory=dict)  # chain id → note ids left out
@@ -201,6 +200,7 @@ def run(
     folded = fold(notes.values(), events, at)
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
 
+    best: dict[str, Candidate] = {}  # chain id → its best entry
     reached: dict[str, float] = {}  # chain id → its score: the best entry, plus the others weighted
     for cand in entries:  # best first
         if cand.note.id not in folded.notes:
@@ -208,9 +208,9 @@ def run(
         chain_id = folded.chain(cand.note.id).id
         weight = settings.chain_evidence if chain_id in reached else 1.0
         reached[chain_id] = reached.get(chain_id, 0.0) + weight * cand.score
-        trace.chain_entries.setdefault(chain_id, cand)
-    for chain_id in sorted(reached, key=lambda c: (-round(reached[c], 9), -trace.chain_entries[c].score, c)):
-        cand = trace.chain_entries[chain_id]
+        best.setdefault(chain_id, cand)
+    for chain_id in sorted(reached, key=lambda c: (-round(reached[c], 9), -best[c].score, c)):
+        cand = best[chain_id]
         entry = Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity, chain_score=reached[chain_id])
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
@@ -408,7 +408,6 @@ def _covered(chain: Chain, shown: set[str]) -> bool:
 
 @dataclass
 class _Placed:
-    rank: int
     chain: Chain
     prerequisites: list[Prerequisite]
     history: list[HistoryEntry]
@@ -440,7 +439,7 @@ def pack(
 
     # Chains best first. Each brings its heads (or is omitted and listed), then its prerequisites,
     # nearest first, then its history, newest first, while they fit.
-    for rank, chain in enumerate(chains):
+    for chain in chains:
         if _covered(chain, shown):
             continue  # delivered already, as prerequisites of a better chain, and it adds nothing
         cost = costs.required(chain)
@@ -449,7 +448,7 @@ def pack(
             whole = cost + sum(costs.note(p) for p in chain.prerequisites if p.id not in shown)
             omitted.append(Omitted(chain_id=chain.chain_id, entry=chain.entry, tokens=whole, reason="budget"))
             continue
-        spot = placed[chain.chain_id] = _Placed(rank, chain, [], chain.history[:1] if not chain.heads else [], cost)
+        spot = placed[chain.chain_id] = _Placed(chain, [], chain.history[:1] if not chain.heads else [], cost)
         shown.update([h.id for h in chain.heads] + [h.note.id for h in spot.history])
         used += cost
         for prereq in chain.prerequisites:
@@ -469,9 +468,8 @@ def pack(
             shown.add(entry.note.id)
             used += cost
 
-    ordered = sorted(placed.values(), key=lambda s: s.rank)
     delivered = []
-    for spot in ordered:
+    for spot in placed.values():  # in chain order
         chain = spot.chain
         own = {p.id for p in spot.prerequisites}
         elsewhere = [p.id for p in chain.prerequisites if p.id not in own and p.id in shown]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from .chains import build_chain
 from .fold import Fold
 from .model import Note, NoteState
-from .recall import Trace, build_chain
+from .recall import Trace
 from .views import Chain, Exclusion, Prerequisite, Reason, Stage, Verdict
 
 
@@ -40,6 +41,23 @@ def _state_reason(note: Note, folded: Fold) -> Reason:
         why = f" because {back.reason!r}" if back.reason else ""
         return Reason(stage="state", detail=f"active; reinstated at {_when(back.recorded_at)}{why} [event {back.id}]")
     return Reason(stage="state", detail="active")
+
+
+def _conflicts(note: Note, folded: Fold) -> list[Reason]:
+    """Supersessions of this note set aside because concurrent writers made a cycle (fold.py)."""
+    reasons = []
+    for e in folded.events:
+        cycle = folded.conflicts.get(e.id)
+        if cycle is not None and note.id in (e.src, e.dst):
+            reasons.append(
+                Reason(
+                    stage="conflict",
+                    detail=f"{e.src} supersedes {e.dst} [event {e.id}] is not in force: it was recorded after "
+                    f"{', '.join(cycle)}, which already make {e.dst} replace {e.src}; two writers linked them "
+                    "both ways at once. Revoke or reinstate to settle it",
+                )
+            )
+    return reasons
 
 
 def _retrieval_reason(note: Note, trace: Trace) -> str:
@@ -80,6 +98,7 @@ def explain(note: Note, folded: Fold, scope: str, trace: Trace | None) -> Exclus
 
     state = _state_reason(note, folded)
     reasons.append(state)
+    reasons += _conflicts(note, folded)
     active = folded.state(note.id) is NoteState.ACTIVE
     chain = build_chain(folded, note.id)
     replaced_by = [h for h in chain.heads if h.id != note.id]

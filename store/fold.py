@@ -5,9 +5,15 @@ Pure: no storage, no clock. `at` is a parameter, so the same function answers "n
 Rules (DESIGN.md, "Data model"):
 - An event is *in force* unless a later `reinstates` retracts it: one that names the event, or
   one that names the note the event excluded (which retracts every earlier exclusion of it).
+- A `supersedes` that would close a cycle of in-force supersessions is a *conflict*: it is not in
+  force. Edges are taken in recording order (time, then id), so whichever of two racing writers'
+  edges comes last is the one set aside, the same for every reader, whatever order the appends
+  landed in. (The write path refuses a cycle it can see; only concurrent writers make one.)
 - A note is `revoked` while an in-force `revokes` names it; else `superseded` while an in-force
   `supersedes` names it from a note that is not itself revoked (so revoking a correction brings
   back what it replaced); else `expired` / `pending` outside its validity window; else `active`.
+- A note named by a `forgets` tombstone does not exist, at any time: the tombstone is the commit
+  point of `forget`, whose physical erasure follows it.
 - A chain is a connected component over supersedes, revokes, reinstates and refines, whether in
   force or not (history stays in the chain). Its heads are its active members.
 """
@@ -50,12 +56,17 @@ class Fold:
     events: list[Event]  # visible at `at`, in order
     status: dict[str, NoteStatus]
     retracted_by: dict[str, Event]  # event id → the reinstates event that retracted it
+    conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # set-aside supersedes → the cycle it closes
     _component: dict[str, str] = field(default_factory=dict)
     _members: dict[str, list[str]] = field(default_factory=dict)
     _refines: dict[str, set[str]] = field(default_factory=dict)
 
     def in_force(self, event: Event) -> bool:
-        return event.id not in self.retracted_by
+        return event.id not in self.retracted_by and event.id not in self.conflicts
+
+    def supersedes_path(self, start: str, goal: str) -> bool:
+        """Whether `start` already (transitively) supersedes `goal` through in-force edges."""
+        return _path(_forward(e for e in self.events if self.in_force(e)), start, goal) is not None
 
     def state(self, note_id: str) -> NoteState:
         return self.status[note_id].state
@@ -91,7 +102,13 @@ class Fold:
 
 def fold(notes: Iterable[Note], events: Iterable[Event], at: datetime) -> Fold:
     """Replay `events` over `notes` as the store knew them at `at`."""
-    visible = {n.id: n for n in sorted(notes, key=lambda n: (n.recorded_at, n.id)) if n.recorded_at <= at}
+    events = list(events)
+    forgotten = {e.dst for e in events if e.kind is EventKind.FORGETS}  # at any time: erased from the past too
+    visible = {
+        n.id: n
+        for n in sorted(notes, key=lambda n: (n.recorded_at, n.id))
+        if n.recorded_at <= at and n.id not in forgotten
+    }
     ordered = _visible_events(events, visible, at)
 
     retracted_by: dict[str, Event] = {}
@@ -110,6 +127,8 @@ def fold(notes: Iterable[Note], events: Iterable[Event], at: datetime) -> Fold:
                 ]
 
     in_force = [e for e in ordered if e.id not in retracted_by]
+    conflicts = _cycle_conflicts(in_force)
+    in_force = [e for e in in_force if e.id not in conflicts]
     revoked = {e.dst: e for e in in_force if e.kind is EventKind.REVOKES}  # later overwrite earlier
     superseded: dict[str, Event] = {}
     for e in in_force:
@@ -137,7 +156,7 @@ def fold(notes: Iterable[Note], events: Iterable[Event], at: datetime) -> Fold:
         else:
             status[note_id] = NoteStatus(NoteState.ACTIVE, reinstated_by=reinstated.get(note_id))
 
-    result = Fold(at, visible, ordered, status, retracted_by)
+    result = Fold(at, visible, ordered, status, retracted_by, conflicts)
     _link_chains(result, by_id)
     return result
 
@@ -211,43 +230,40 @@ def _refine_connected(heads: list[str], refines: Mapping[str, set[str]]) -> bool
     return seen == wanted
 
 
-def supersedes_path(events: Iterable[Event], retracted: Mapping[str, Event], start: str, goal: str) -> bool:
-    """Whether `start` already (transitively) supersedes `goal` through in-force edges."""
-    forward: dict[str, list[str]] = defaultdict(list)
-    for e in events:
-        if e.kind is EventKind.SUPERSEDES and e.src is not None and e.id not in retracted:
-            forward[e.src].append(e.dst)
-    seen, frontier = {start}, [start]
-    while frontier:
-        for nxt in forward.get(frontier.pop(), ()):
-            if nxt == goal:
-                return True
-            if nxt not in seen:
-                seen.add(nxt)
-                frontier.append(nxt)
-    return False
-
-
-def reachable(events: Iterable[Event], start: Iterable[str]) -> set[str]:
-    """Note ids a recall of `start` may deliver: their chains, prerequisites, and theirs."""
-    events = list(events)
-    event_dst = {e.id: e.dst for e in events}
-    neighbours: dict[str, set[str]] = defaultdict(set)
-    for e in events:
-        dst = e.dst if is_note_id(e.dst) else event_dst.get(e.dst)
-        if dst is None:
+def _cycle_conflicts(in_force: Iterable[Event]) -> dict[str, tuple[str, ...]]:
+    """Supersedes edges, in recording order, that would close a cycle with those accepted before them."""
+    accepted: dict[str, list[Event]] = defaultdict(list)
+    conflicts: dict[str, tuple[str, ...]] = {}
+    for e in in_force:
+        if e.kind is not EventKind.SUPERSEDES or e.src is None:
             continue
-        if e.kind is EventKind.DEPENDS_ON:
-            if e.src is not None:
-                neighbours[e.src].add(dst)  # one way: a prerequisite does not bring its dependents
-        elif e.src is not None:
-            neighbours[e.src].add(dst)
-            neighbours[dst].add(e.src)
-    seen = set(start)
-    frontier = list(seen)
+        cycle = _path(accepted, e.dst, e.src)
+        if cycle is not None:
+            conflicts[e.id] = cycle
+        else:
+            accepted[e.src].append(e)
+    return conflicts
+
+
+def _forward(events: Iterable[Event]) -> dict[str, list[Event]]:
+    forward: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.kind is EventKind.SUPERSEDES and e.src is not None:
+            forward[e.src].append(e)
+    return forward
+
+
+def _path(forward: Mapping[str, list[Event]], start: str, goal: str) -> tuple[str, ...] | None:
+    """The ids of the supersedes events leading from `start` to `goal`, if there is such a path."""
+    came_by: dict[str, tuple[str, ...]] = {start: ()}
+    frontier = [start]
     while frontier:
-        for nxt in neighbours.get(frontier.pop(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                frontier.append(nxt)
-    return seen
+        node = frontier.pop()
+        for e in forward.get(node, ()):
+            if e.dst in came_by:
+                continue
+            came_by[e.dst] = (*came_by[node], e.id)
+            if e.dst == goal:
+                return came_by[e.dst]
+            frontier.append(e.dst)
+    return None

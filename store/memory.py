@@ -7,21 +7,22 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from . import recall
+from .chains import build_chain, event_view, note_view
 from .embedder import Embedder, SentenceTransformerEmbedder
 from .errors import Conflict, InvalidArgument, NotFound
 from .explain import explain
-from .fold import Fold, fold, reachable, supersedes_path
+from .fold import Fold, fold
+from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
 from .model import Draft, Event, EventKind, Note, NoteState
 from .recall import RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
     Corrected,
-    EventView,
     Exclusion,
     Forgotten,
     LifecycleChange,
@@ -46,15 +47,6 @@ def _utc(t: datetime | None) -> datetime | None:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-def _event_view(event: Event, folded: Fold) -> EventView:
-    retracting = folded.retracted_by.get(event.id)
-    return EventView(
-        id=event.id, kind=event.kind, src=event.src, dst=event.dst, reason=event.reason, actor=event.actor,
-        recorded_at=event.recorded_at, in_force=retracting is None,
-        retracted_by=retracting.id if retracting else None,
-    )  # fmt: skip
-
-
 class Memory:
     """A store of notes and lifecycle events in one LanceDB database (a directory or `s3://…`)."""
 
@@ -68,6 +60,7 @@ class Memory:
         storage_options: dict[str, str] | None = None,
     ) -> None:
         self.tables = Tables(uri, storage_options)
+        self.graphs = Graphs(self.tables.events_version, self.tables.scope_events)
         self.embedder = embedder or SentenceTransformerEmbedder()
         self.clock = clock
         self.settings = settings or RetrievalSettings()
@@ -88,6 +81,9 @@ class Memory:
         return thread
 
     # -- writing -----------------------------------------------------------------------------
+    # Each write reads what it needs once (the notes it names, then its scope's graph and the
+    # notes reachable from them), folds that once, appends (edges first, the note last: its
+    # row is the commit point, see tables.py), and folds what it wrote in memory.
 
     def remember(
         self,
@@ -112,17 +108,26 @@ class Memory:
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
             if len(set(targets)) != len(targets):
                 raise InvalidArgument(field, "lists a note more than once")
-        edges = [(EventKind.SUPERSEDES, t, "supersedes") for t in supersedes]
-        edges += [(EventKind.DEPENDS_ON, t, "depends_on") for t in depends_on]
-        events = [self._edge(kind_, note, target, field, reason, actor) for kind_, target, field in edges]
-
+        named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         vector = self.embedder.embed([note.text])[0]
-        similar = self._similar_active(note, vector)
-        self.tables.add_note(note, vector, self.embedder.readable(note.text), self.embedder.name)
-        self.tables.add_events(events)
-        after = self._fold(scope, now, [note])
+        candidates, readable = recall.find_candidates(
+            self.tables, self.embedder, note.text, note.scope, None, self.settings, vector
+        )
+        similar_to = [c for c in candidates.values() if c.qualified]
+        before = self._load(scope, now, [*named.values(), *(c.note for c in similar_to)])
+        self._exist(before, named, {"supersedes": supersedes, "depends_on": depends_on})
+        edges = [(EventKind.SUPERSEDES, t) for t in supersedes] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
+        events = [self._event(k, note.id, t, scope, reason, actor, now) for k, t in edges]
+        after = self._write(before, events, (note, vector))
+        similar = []
+        for cand in similar_to:
+            if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE:
+                similarity = cand.similarity if readable and cand.dense_readable else None
+                similar.append(Similar(note=note_view(cand.note, before), similarity=similarity))
+            if len(similar) == SIMILAR_SHOWN:
+                break
         return Remembered(
-            note=recall.note_view(note, after), similar_active=similar, events=[_event_view(e, after) for e in events]
+            note=note_view(note, after), similar_active=similar, events=[event_view(e, after) for e in events]
         )
 
     def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> list[NoteView]:
@@ -135,8 +140,8 @@ class Memory:
         vectors = self.embedder.embed([n.text for n in notes]) if notes else []
         rows = [(n, v, self.embedder.readable(n.text)) for n, v in zip(notes, vectors, strict=True)]
         self.tables.add_notes(rows, self.embedder.name)
-        after = self._fold(scope, max([now, *(n.recorded_at for n in notes)]), notes)
-        return [recall.note_view(n, after) for n in notes]
+        after = fold(notes, [], max([now, *(n.recorded_at for n in notes)]))  # new notes have no edges yet
+        return [note_view(n, after) for n in notes]
 
     def correct(
         self,
@@ -159,66 +164,72 @@ class Memory:
 
         Unless `depends_on` is given, the correction needs what the old note needed.
         """
+        reason = self._reason(reason)
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
-        if depends_on is None:
-            depends_on = list(dict.fromkeys(self._fold(old.scope, _utc(at) or self.clock(), [old]).depends_on(note_id)))
-        remembered = self.remember(
+        now = _utc(at) or self.clock()
+        note = self._new_note(
             text, old.scope, kind or old.kind, subject if subject is not None else old.subject,
-            list(tags) if tags is not None else old.tags, source, confidence, valid_from, valid_until,
-            supersedes=[note_id], depends_on=depends_on, actor=actor, at=at, reason=self._reason(reason),
+            list(tags) if tags is not None else old.tags, source, actor, confidence, valid_from, valid_until, now,
         )  # fmt: skip
-        folded = self._fold(old.scope, remembered.note.recorded_at, [old])
-        event = remembered.events[0]
+        if depends_on is not None and len(set(depends_on)) != len(depends_on):
+            raise InvalidArgument("depends_on", "lists a note more than once")
+        named = self._targets(note, {"depends_on": depends_on or ()})
+        vector = self.embedder.embed([note.text])[0]
+        before = self._load(old.scope, now, [old, *named.values()])
+        if note_id not in before.notes:
+            raise NotFound("note", note_id, "note_id")
+        if depends_on is None:
+            depends_on = list(dict.fromkeys(d for d in before.depends_on(note_id) if d in before.notes))
+        self._exist(before, named, {"depends_on": depends_on})
+        edges = [(EventKind.SUPERSEDES, note_id)] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
+        events = [self._event(k, note.id, t, old.scope, reason, actor, now) for k, t in edges]
+        after = self._write(before, events, (note, vector))
         return Corrected(
-            note=remembered.note, supersedes=note_id, event=event, chain=recall.build_chain(folded, note_id)
-        )
+            note=note_view(note, after), supersedes=note_id, event=event_view(events[0], after),
+            chain=build_chain(after, note_id),
+        )  # fmt: skip
 
     def revoke(
         self, note_id: str, reason: str, actor: str | None = None, at: datetime | None = None
     ) -> LifecycleChange:
         """Mark a note as wrong, with no replacement. Revoking a correction brings back what it replaced."""
+        reason = self._reason(reason)
         note = self._note(note_id, "note_id")
         now = _utc(at) or self.clock()
-        folded = self._fold(note.scope, now, [note])
-        status = folded.status[note_id]
+        before = self._load(note.scope, now, [note])
+        self._exist(before, {note_id: note}, {"note_id": [note_id]})
+        status = before.status[note_id]
         if status.state is NoteState.REVOKED:
-            return LifecycleChange(
-                event=_event_view(status.event, folded) if status.event else None,
-                changed=False,
-                chain=recall.build_chain(folded, note_id),
-            )
-        event = Event(
-            id=new_event_id(), kind=EventKind.REVOKES, src=None, dst=note_id, scope=note.scope,
-            reason=self._reason(reason), actor=actor, recorded_at=now,
-        )  # fmt: skip
-        return self._commit(event, note, now)
+            standing = event_view(status.event, before) if status.event else None
+            return LifecycleChange(event=standing, changed=False, chain=build_chain(before, note_id))
+        event = self._event(EventKind.REVOKES, None, note_id, note.scope, reason, actor, now)
+        after = self._write(before, [event])
+        return LifecycleChange(event=event_view(event, after), changed=True, chain=build_chain(after, note_id))
 
     def reinstate(
         self, target_id: str, reason: str, actor: str | None = None, at: datetime | None = None
     ) -> LifecycleChange:
         """Undo what excludes a note (a note id), or retract one revocation or supersession (an event id)."""
+        reason = self._reason(reason)
         check_id(target_id, "target_id")
         now = _utc(at) or self.clock()
         if is_note_id(target_id):
             note = self._note(target_id, "target_id")
-            scope, note_id = note.scope, target_id
-            folded = self._fold(scope, now, [note])
-            status = folded.status[note_id]
+            before = self._load(note.scope, now, [note])
+            self._exist(before, {target_id: note}, {"target_id": [target_id]})
+            status = before.status[target_id]
             if status.state in (NoteState.EXPIRED, NoteState.PENDING):
                 raise InvalidArgument(
                     "target_id",
-                    f"note {note_id} is {status.state.value} by its validity window, not by an event; "
+                    f"note {target_id} is {status.state.value} by its validity window, not by an event; "
                     "correct it with a new valid_from/valid_until instead",
                 )
             if status.state is NoteState.ACTIVE:
                 last = status.reinstated_by
-                return LifecycleChange(
-                    event=_event_view(last, folded) if last else None,
-                    changed=False,
-                    chain=recall.build_chain(folded, note_id),
-                )
+                standing = event_view(last, before) if last else None
+                return LifecycleChange(event=standing, changed=False, chain=build_chain(before, target_id))
         else:
             target = self.tables.event(target_id)
             if target is None:
@@ -229,18 +240,16 @@ class Memory:
                     f"event {target_id} is a {target.kind.value} event; only revokes and supersedes events can be retracted",
                 )
             note = self._note(target.dst, "target_id")
-            scope, note_id = target.scope, target.dst
-            folded = self._fold(scope, now, [note])
-            retracting = folded.retracted_by.get(target_id)
+            before = self._load(target.scope, now, [note])
+            self._exist(before, {note.id: note}, {"target_id": [note.id]})
+            retracting = before.retracted_by.get(target_id)
             if retracting is not None:
                 return LifecycleChange(
-                    event=_event_view(retracting, folded), changed=False, chain=recall.build_chain(folded, note_id)
+                    event=event_view(retracting, before), changed=False, chain=build_chain(before, note.id)
                 )
-        event = Event(
-            id=new_event_id(), kind=EventKind.REINSTATES, src=None, dst=target_id, scope=scope,
-            reason=self._reason(reason), actor=actor, recorded_at=now,
-        )  # fmt: skip
-        return self._commit(event, note, now)
+        event = self._event(EventKind.REINSTATES, None, target_id, note.scope, reason, actor, now)
+        after = self._write(before, [event])
+        return LifecycleChange(event=event_view(event, after), changed=True, chain=build_chain(after, note.id))
 
     def link(
         self,
@@ -252,56 +261,81 @@ class Memory:
         at: datetime | None = None,
     ) -> Linked:
         """Record that src depends on dst (`depends_on`), adds detail to it (`refines`), or replaces it
-        (`supersedes`: for two notes already stored; `correct` writes the replacement and the edge at once)."""
+        (`supersedes`: for two notes already stored; `correct` writes the replacement and the edge at once).
+
+        Two writers can still link two notes each way at once; the fold then sets the later
+        supersession aside as a conflict (fold.py), shown in `history` and `why_excluded`."""
         if kind not in (EventKind.DEPENDS_ON, EventKind.REFINES, EventKind.SUPERSEDES):
             raise InvalidArgument("kind", f"{kind!r} is not a link kind: use 'depends_on', 'refines' or 'supersedes'")
         if kind == EventKind.SUPERSEDES:
             reason = self._reason(reason)
         src = self._note(src_id, "src_id")
         now = _utc(at) or self.clock()
-        folded = self._fold(src.scope, now, [src])
-        for e in folded.events:
+        named = self._targets(src, {"dst_id": [dst_id]})
+        before = self._load(src.scope, now, [src, *named.values()])
+        self._exist(before, {src_id: src, **named}, {"src_id": [src_id], "dst_id": [dst_id]})
+        for e in before.events:
             if e.kind == kind and e.src == src_id and e.dst == dst_id:
-                return Linked(event=_event_view(e, folded), changed=False, chain=recall.build_chain(folded, src_id))
-        event = self._edge(EventKind(kind), src, dst_id, "dst_id", reason, actor, now)
-        self.tables.add_events([event])
-        after = self._fold(src.scope, now, [src])
-        return Linked(event=_event_view(event, after), changed=True, chain=recall.build_chain(after, src_id))
+                return Linked(event=event_view(e, before), changed=False, chain=build_chain(before, src_id))
+        if kind == EventKind.SUPERSEDES and before.supersedes_path(dst_id, src_id):
+            raise Conflict(
+                f"dst_id: {dst_id} already supersedes {src_id} (directly or through others); that would be a cycle"
+            )
+        event = self._event(EventKind(kind), src_id, dst_id, src.scope, reason, actor, now)
+        after = self._write(before, [event])
+        return Linked(event=event_view(event, after), changed=True, chain=build_chain(after, src_id))
 
-    def forget(self, note_id: str, reason: str) -> Forgotten:
-        """Delete a note for real, with every event that names it, and say what that changed."""
-        self._reason(reason)
-        note = self._note(note_id, "note_id")
+    def forget(self, note_id: str, reason: str, actor: str | None = None) -> Forgotten:
+        """Delete a note for real, with every event that names it, and say what that changed.
+
+        First a `forgets` tombstone (no text of the note) is appended: from then on the note
+        does not exist for any reader. Then its row and the events naming it are erased from
+        every file (tables.py). A repeated call, or one after an interrupted erasure, finishes
+        whatever is left and answers `changed: false`.
+        """
+        reason = self._reason(reason)
+        check_id(note_id, "note_id", prefix=NOTE_PREFIX)
+        note = self.tables.notes([note_id]).get(note_id)
+        tombstone = self.tables.tombstone(note_id)
+        if note is None and tombstone is None:
+            raise NotFound("note", note_id, "note_id")
         now = self.clock()
-        before = self._fold(note.scope, now, [note])
-        touched = {e.id for e in before.events if note_id in (e.src, e.dst)}
-        touched |= {e.id for e in before.events if e.dst in touched}
-        neighbours = reachable(before.events, [note_id]) - {note_id}
-        self.tables.delete(note_id, sorted(touched))
-        after = self._fold(note.scope, now, [before.notes[n] for n in neighbours if n in before.notes])
-        changed = [
-            recall.note_view(after.notes[n], after)
-            for n in sorted(neighbours)
-            if n in after.notes and after.state(n) is not before.state(n)
-        ]
-        return Forgotten(note_id=note_id, events_removed=sorted(touched), notes_changed=changed)
+        changed: list[NoteView] = []
+        fresh = tombstone is None
+        if tombstone is None:
+            assert note is not None
+            before = self._load(note.scope, now, [note])
+            tombstone = self._event(EventKind.FORGETS, None, note_id, note.scope, reason, actor, now)
+            after = self._write(before, [tombstone])  # the commit point: the note is gone for every reader
+            changed = [
+                note_view(after.notes[n], after)
+                for n in sorted(before.notes)
+                if n in after.notes and after.state(n) is not before.state(n)
+            ]
+        removed = self.tables.erase(note_id)
+        self.graphs.forget()
+        return Forgotten(
+            note_id=note_id, changed=fresh,
+            events_removed=removed, notes_changed=changed,
+        )  # fmt: skip
 
     # -- reading -----------------------------------------------------------------------------
 
     def history(self, note_id: str, as_of: datetime | None = None) -> NoteHistory:
         note = self._note(note_id, "note_id")
         at = _utc(as_of) or self.clock()
-        folded = self._fold(note.scope, at, [note])
+        folded = self._load(note.scope, at, [note])
         if note_id not in folded.notes:
+            if self._load(note.scope, note.recorded_at, [note]).notes.get(note_id) is None:
+                raise NotFound("note", note_id, "note_id")  # forgotten; its erasure is under way
             raise InvalidArgument(
                 "as_of", f"note {note_id} was recorded at {note.recorded_at.isoformat()}, after as_of"
             )
-        chain = recall.build_chain(folded, note_id)
         members = folded.chain(note_id).members
         return NoteHistory(
-            note=recall.note_view(note, folded),
-            chain=chain,
-            events=[_event_view(e, folded) for e in folded.events_of(members)],
+            note=note_view(note, folded),
+            chain=build_chain(folded, note_id),
+            events=[event_view(e, folded) for e in folded.events_of(members)],
         )
 
     def recall(
@@ -328,11 +362,15 @@ class Memory:
         note = self._note(note_id, "note_id")
         check_scope(scope)
         at = _utc(as_of) or self.clock()
-        folded = self._fold(note.scope, at, [note])
-        trace = None
-        if query is not None and note.scope == scope and note_id in folded.notes:
-            trace = self._run(query, scope, budget_tokens, None, True, as_of)
-        return explain(note, folded, scope, trace)
+        if query is not None and note.scope == scope:
+            # one recall, whose fold also covers this note's chain: explain reads that same fold
+            trace = self._run(query, scope, budget_tokens, None, True, as_of, also=[note])
+            if note_id in trace.fold.notes:
+                return explain(note, trace.fold, scope, trace)
+        folded = self._load(note.scope, at, [note])
+        if note_id not in folded.notes and note.recorded_at <= at:
+            raise NotFound("note", note_id, "note_id")  # forgotten
+        return explain(note, folded, scope, None)
 
     def stats(self) -> dict[str, object]:
         stored = self.tables.stored_model()
@@ -346,24 +384,80 @@ class Memory:
     # -- internals ---------------------------------------------------------------------------
 
     def _run(
-        self, query: str, scope: str, budget: int, max_chains: int | None, include_history: bool, as_of: datetime | None
+        self,
+        query: str,
+        scope: str,
+        budget: int,
+        max_chains: int | None,
+        include_history: bool,
+        as_of: datetime | None,
+        also: Sequence[Note] = (),
     ) -> Trace:
         if not query.strip():
             raise InvalidArgument("query", "must not be empty")
         if budget < 1:
             raise InvalidArgument("budget_tokens", "must be at least 1")
         check_scope(scope)
+
+        def load(entries: Sequence[Note], at: datetime) -> Fold:
+            return self._load(scope, at, [*entries, *also])
+
         return recall.run(
-            self.tables, self.embedder, query, scope, now=self.clock(), as_of=_utc(as_of),
+            self.tables, self.embedder, load, query, scope, now=self.clock(), as_of=_utc(as_of),
             budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
 
-    def _fold(self, scope: str, at: datetime, around: Sequence[Note] = ()) -> Fold:
-        """The fold of the chains (and prerequisites) of `around`, with every event in scope."""
-        events = self.tables.events(scope, at)
+    def _load(self, scope: str, at: datetime, around: Sequence[Note]) -> Fold:
+        """The fold of the chains and prerequisites of `around` (notes already read), from the scope's
+        graph, refreshed after those reads (graph.py says why), and the notes it reaches."""
+        graph = self.graphs.get(scope)
         known = {n.id: n for n in around}
-        notes = self.tables.notes(reachable(events, known) - known.keys())
-        return fold([*notes.values(), *known.values()], events, at)
+        reached = graph.reachable(known)
+        notes = self.tables.notes(reached - known.keys())
+        return fold([*notes.values(), *known.values()], graph.around(reached), at)
+
+    def _write(self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float]] | None = None) -> Fold:
+        """Append `events` and then `note` (its row is the commit point), and fold them into `before`."""
+        new_notes = []
+        if note is not None:
+            stored, vector = note
+            version = self.tables.add_notes(
+                [(stored, vector, self.embedder.readable(stored.text))], self.embedder.name, events
+            )
+            new_notes.append(stored)
+        else:
+            version = self.tables.add_events(events)
+        if events and version is not None:
+            self.graphs.appended(events[0].scope, events, version)
+        at = max([before.at, *(n.recorded_at for n in new_notes)])
+        return fold([*before.notes.values(), *new_notes], [*before.events, *events], at)
+
+    def _targets(self, src: Note, fields: Mapping[str, Sequence[str]]) -> dict[str, Note]:
+        """The notes named by a write's edges, read at once and checked: ids, not itself, same scope."""
+        for field, ids in fields.items():
+            for target in ids:
+                check_id(target, field, prefix=NOTE_PREFIX)
+                if target == src.id:
+                    raise InvalidArgument(field, "a note cannot link to itself")
+        found = self.tables.notes(t for ids in fields.values() for t in ids)
+        for field, ids in fields.items():
+            for target in ids:
+                if target not in found:
+                    raise NotFound("note", target, field)
+                if found[target].scope != src.scope:
+                    raise InvalidArgument(
+                        field, f"note {target} is in scope {found[target].scope!r}, not {src.scope!r}"
+                    )
+        return found
+
+    @staticmethod
+    def _exist(folded: Fold, named: Mapping[str, Note], fields: Mapping[str, Sequence[str]]) -> None:
+        """Named notes that were read but are forgotten (a tombstone, erasure under way) do not exist."""
+        for field, ids in fields.items():
+            for target in ids:
+                note = named.get(target)
+                if note is not None and note.recorded_at <= folded.at and target not in folded.notes:
+                    raise NotFound("note", target, field)
 
     def _note(self, note_id: str, field: str) -> Note:
         check_id(note_id, field, prefix=NOTE_PREFIX)
@@ -404,48 +498,10 @@ class Memory:
             d.text, scope, d.kind, d.subject, d.tags, d.source, actor, d.confidence, d.valid_from, d.valid_until, now
         )
 
-    def _edge(
-        self, kind: EventKind, src: Note, target: str, field: str, reason: str | None, actor: str | None,
-        now: datetime | None = None,
-    ) -> Event:  # fmt: skip
-        """A checked edge from `src` (which may be a note not yet written) to an existing note."""
-        check_id(target, field, prefix=NOTE_PREFIX)
-        if target == src.id:
-            raise InvalidArgument(field, "a note cannot link to itself")
-        found = self.tables.notes([target]).get(target)
-        if found is None:
-            raise NotFound("note", target, field)
-        if found.scope != src.scope:
-            raise InvalidArgument(field, f"note {target} is in scope {found.scope!r}, not {src.scope!r}")
-        if kind is EventKind.SUPERSEDES:
-            folded = self._fold(src.scope, now or src.recorded_at, [found])
-            if supersedes_path(folded.events, folded.retracted_by, target, src.id):
-                raise Conflict(
-                    f"{field}: {target} already supersedes {src.id} (directly or through others); that would be a cycle"
-                )
+    @staticmethod
+    def _event(
+        kind: EventKind, src: str | None, dst: str, scope: str, reason: str | None, actor: str | None, now: datetime
+    ) -> Event:
         return Event(
-            id=new_event_id(), kind=kind, src=src.id, dst=target, scope=src.scope, reason=reason, actor=actor,
-            recorded_at=now or src.recorded_at,
-        )  # fmt: skip
-
-    def _commit(self, event: Event, note: Note, now: datetime) -> LifecycleChange:
-        self.tables.add_events([event])
-        after = self._fold(note.scope, now, [note])
-        return LifecycleChange(event=_event_view(event, after), changed=True, chain=recall.build_chain(after, note.id))
-
-    def _similar_active(self, note: Note, vector: Sequence[float]) -> list[Similar]:
-        candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, note.text, note.scope, None, self.settings, vector
+            id=new_event_id(), kind=kind, src=src, dst=dst, scope=scope, reason=reason, actor=actor, recorded_at=now
         )
-        qualified = [c for c in candidates.values() if c.qualified and c.note.id != note.id]
-        if not qualified:
-            return []
-        folded = self._fold(note.scope, note.recorded_at, [c.note for c in qualified])
-        similar = []
-        for cand in qualified:
-            if cand.note.id in folded.notes and folded.state(cand.note.id) is NoteState.ACTIVE:
-                similarity = cand.similarity if readable and cand.dense_readable else None
-                similar.append(Similar(note=recall.note_view(cand.note, folded), similarity=similarity))
-            if len(similar) == SIMILAR_SHOWN:
-                break
-        return similar

@@ -1,5 +1,9 @@
 """The recall pipeline: entry points → chains (closure) → prerequisites → near-duplicates → packing.
 
+`run` takes a `load` that folds the chains and prerequisites reachable from the entry notes (the
+caller's lifecycle graph, see graph.py): recall reads notes through search and by id, never a
+scope's whole history.
+
 One function runs it and keeps a trace of every stage, so `why_excluded` explains exactly what
 `recall_chains` did rather than a second opinion of it.
 
@@ -45,9 +49,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
+from .chains import build_chain
 from .embedder import Embedder
-from .fold import Fold, fold, reachable
-from .model import EventKind, Note, NoteState
+from .fold import Fold
+from .model import Note
 from .tables import Tables
 from .tokens import estimate_tokens
 from .views import Chain, Entry, HistoryEntry, NoteView, Omitted, Prerequisite, RecallResult
@@ -113,17 +118,6 @@ class Trace:
     result: RecallResult | None = None
 
 
-def note_view(note: Note, folded: Fold) -> NoteView:
-    status = folded.status[note.id]
-    refines = [e.dst for e in folded.events if e.kind is EventKind.REFINES and e.src == note.id]
-    return NoteView(
-        **note.model_dump(),
-        state=status.state,
-        reinstated_by=status.reinstated_by.id if status.reinstated_by else None,
-        refines=refines,
-    )
-
-
 def find_candidates(
     tables: Tables,
     embedder: Embedder,
@@ -180,6 +174,7 @@ def _ranked(hits: Sequence[H], key: Callable[[H], tuple[float, str]]) -> list[tu
 def run(
     tables: Tables,
     embedder: Embedder,
+    load: Callable[[Sequence[Note], datetime], Fold],
     query: str,
     scope: str,
     *,
@@ -192,12 +187,8 @@ def run(
 ) -> Trace:
     at = as_of or now
     candidates, readable = find_candidates(tables, embedder, query, scope, as_of, settings)
-    events = tables.events(scope, at)
     entries = [c for c in candidates.values() if c.qualified]
-    needed = reachable(events, [c.note.id for c in entries])
-    notes = tables.notes(needed - candidates.keys())
-    notes.update({i: c.note for i, c in candidates.items()})
-    folded = fold(notes.values(), events, at)
+    folded = load([c.note for c in entries], at)  # their chains and prerequisites, folded
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
 
     best: dict[str, Candidate] = {}  # chain id → its best entry
@@ -236,63 +227,6 @@ def run(
     return trace
 
 
-def build_chain(folded: Fold, note_id: str, entry: Entry | None = None, decay: float = 0.5) -> Chain:
-    """The whole chain of `note_id`: heads, history newest first, prerequisites nearest first."""
-    shape = folded.chain(note_id)
-    notes = folded.notes
-    history = []
-    for member in shape.members:
-        status = folded.status[member]
-        if status.state is NoteState.ACTIVE:
-            continue
-        event = status.event
-        history.append(
-            HistoryEntry(
-                note=note_view(notes[member], folded),
-                role=status.state,
-                by=status.by,
-                at=status.at,
-                reason=event.reason if event else None,
-                event_id=event.id if event else None,
-            )
-        )
-    history.sort(key=lambda h: (h.at or h.note.recorded_at, h.note.id), reverse=True)
-    base = entry.chain_score if entry is not None else 1.0
-    return Chain(
-        chain_id=shape.id,
-        status=shape.status,
-        heads=[note_view(notes[h], folded) for h in shape.heads],
-        history=history,
-        prerequisites=prerequisites(folded, shape.heads, set(shape.members), base, decay),
-        entry=entry,
-    )
-
-
-def prerequisites(
-    folded: Fold, heads: Sequence[str], members: set[str], liveness: float, decay: float
-) -> list[Prerequisite]:
-    """Breadth-first along `depends_on` from the heads, as far as it goes: nearest first, each once."""
-    found: list[Prerequisite] = []
-    seen = set(members)
-    frontier = [(head, 0) for head in heads]
-    for note_id, hops in frontier:  # grows while it is walked
-        for target in folded.depends_on(note_id):
-            for resolved in _current_of(folded, target):
-                if resolved in seen:
-                    continue
-                seen.add(resolved)
-                frontier.append((resolved, hops + 1))
-                found.append(
-                    Prerequisite(
-                        **note_view(folded.notes[resolved], folded).model_dump(),
-                        needed_by=note_id,
-                        hops=hops + 1,
-                        liveness=liveness * decay ** (hops + 1),
-                    )
-                )
-    return found
-
-
 def dependents_first(chains: Sequence[Chain]) -> list[Chain]:
     """Each chain preceded by the reached chains that need it: together they are one reasoning chain.
 
@@ -322,16 +256,6 @@ def dependents_first(chains: Sequence[Chain]) -> list[Chain]:
 
 def _needs(chain: Chain, other: Chain) -> bool:
     return bool({h.id for h in other.heads} & {p.id for p in chain.prerequisites})
-
-
-def _current_of(folded: Fold, note_id: str) -> list[str]:
-    """A prerequisite as it stands now: itself if active, else what replaced it."""
-    if note_id not in folded.notes:
-        return []
-    if folded.state(note_id) is NoteState.ACTIVE:
-        return [note_id]
-    heads = folded.chain(note_id).heads
-    return list(heads) if heads else [note_id]
 
 
 _NUMBER = re.compile(r"\w*\d\w*")

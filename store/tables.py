@@ -4,21 +4,28 @@ Every process connects with `read_consistency_interval=0`, so it sees the other 
 writes before each read. Writes are appends (which never conflict in Lance); a real delete
 happens only in `forget`. Ids are made by the writer, so a retried append can leave a
 duplicate row: readers keep the first row of each id.
+
+A write that adds a note and its edges is two appends in two tables, and Lance commits each
+table on its own. So the edges go first and the note's row is the commit point: the fold
+ignores an edge whose note is not stored, so until the note lands its edges are invisible,
+and once it lands they are all there. A crash in between leaves edges that name no note,
+which nothing ever shows (README, "How it works").
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
+from filelock import FileLock, Timeout
 
 from . import where
 from .errors import ModelMismatch
@@ -35,8 +42,14 @@ EVENTS = "events"
 MODEL_KEY = b"corrigenda.model"
 # Compact once a table has this many fragments: each append is one, and a search reads them all.
 COMPACT_AT_FRAGMENTS = 48
-# Versions older than this are deleted by compaction; a reader holding one is long done.
-KEEP_VERSIONS_FOR = timedelta(hours=1)
+# Versions older than this are deleted by compaction. Every read checks for the latest version
+# first and retries once a file of an older one is gone, so this only has to outlast one call.
+KEEP_VERSIONS_FOR = timedelta(minutes=2)
+# How long `forget` waits for another process's compaction: an erasure is never skipped.
+ERASE_WAIT = 120.0
+# A read that meets a file removed by another process's cleanup checks out the latest version
+# and tries again, this many times.
+READ_RETRIES = 3
 
 _NOTE_COLUMNS = [
     "id", "text", "scope", "kind", "subject", "tags", "source", "actor", "confidence",
@@ -98,7 +111,7 @@ def _from_us(value: int | None) -> datetime | None:
 
 
 def _at(value: int) -> datetime:
-    return datetime.fromtimestamp(value / 1_000_000, UTC)
+    return where.EPOCH + timedelta(microseconds=value)
 
 
 def _note_from_row(row: dict[str, Any]) -> Note:
@@ -143,6 +156,15 @@ def _micros(t: datetime | None) -> int | None:
     return None if t is None else where.to_micros(t)
 
 
+T = TypeVar("T")
+
+
+def _missing_file(exc: Exception) -> bool:
+    """Whether a LanceDB error says a file of the version being read is gone (another process's cleanup)."""
+    text = str(exc)
+    return "Not found" in text or "not found" in text or "No such file" in text
+
+
 class Tables:
     """The two tables of one store, opened lazily (importing lancedb takes about a second)."""
 
@@ -155,6 +177,7 @@ class Tables:
         self._open_lock = threading.Lock()
         self._compact_lock = threading.Lock()
         self._writes_since_check = 0
+        self._indexed = False  # whether this process has made sure the notes table's indexes exist
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -178,6 +201,8 @@ class Tables:
         """The notes table, or None while the store is empty (it is made at the first write)."""
         if self._notes is None and NOTES in self._table_names():
             self._notes = self.db.open_table(NOTES)
+        if self._notes is not None and not self._indexed:
+            self.ensure_indexes(self._notes)
         return self._notes
 
     def events_table(self) -> Table:
@@ -209,9 +234,18 @@ class Tables:
     def _ensure_notes(self, model: str, dimension: int) -> Table:
         table = self.notes_table()
         if table is None:
-            from lancedb.index import FTS
-
             table = self.db.create_table(NOTES, schema=_note_schema(model, dimension), exist_ok=True)
+            self._notes = table
+            self.ensure_indexes(table)
+        self.check_model(model, dimension)
+        return table
+
+    def ensure_indexes(self, table: Table) -> None:
+        """Make the full-text index if it is missing: at creation, and whenever a process opens the
+        store, so a crash between creating the table and indexing it cannot leave it unindexed."""
+        from lancedb.index import FTS
+
+        if not any(index.columns == ["text"] for index in table.list_indices()):
             # ICU word segmentation handles English (stemmed) and CJK, which the default
             # embedding model reads as unknown tokens: full text is how Chinese is found.
             try:
@@ -219,20 +253,20 @@ class Tables:
             except Exception:
                 if not any(index.columns == ["text"] for index in table.list_indices()):
                     raise  # not a race with another process that made it first
-            self._notes = table
-        self.check_model(model, dimension)
-        return table
+        self._indexed = True
 
     # -- writing -----------------------------------------------------------------------------
 
-    def add_note(self, note: Note, vector: Sequence[float], dense_ok: bool, model: str) -> None:
-        self.add_notes([(note, vector, dense_ok)], model)
-
-    def add_notes(self, notes: Sequence[tuple[Note, Sequence[float], bool]], model: str) -> None:
-        """Notes with their embeddings and whether the model could read them, in one write."""
+    def add_notes(
+        self, notes: Sequence[tuple[Note, Sequence[float], bool]], model: str, events: Sequence[Event] = ()
+    ) -> int | None:
+        """Notes with their embeddings and whether the model could read them, and the edges written
+        with them: the edges first, then the notes in one write, their commit point (module docstring).
+        Returns the events table version the edges made, if any."""
         if not notes:
-            return
+            return self.add_events(events) if events else None
         table = self._ensure_notes(model, len(notes[0][1]))
+        version = self.add_events(events) if events else None
         rows = [
             {
                 "id": note.id, "text": note.text, "scope": note.scope, "kind": note.kind,
@@ -245,10 +279,10 @@ class Tables:
         ]  # fmt: skip
         table.add(pa.Table.from_pylist(rows, schema=table.schema))
         self._wrote()
+        return version
 
-    def add_events(self, events: Sequence[Event]) -> None:
-        if not events:
-            return
+    def add_events(self, events: Sequence[Event]) -> int:
+        """Append events in one write; returns the table version it made."""
         rows = [
             {
                 "id": e.id,
@@ -263,30 +297,73 @@ class Tables:
             }
             for e in events
         ]
-        self.events_table().add(pa.Table.from_pylist(rows, schema=_EVENT_SCHEMA))
+        result = self.events_table().add(pa.Table.from_pylist(rows, schema=_EVENT_SCHEMA))
         self._wrote()
+        return int(result.version)
 
-    def delete(self, note_id: str, event_ids: Sequence[str]) -> None:
-        """A real delete (`forget`), then compaction so the text leaves the data files too."""
-        if event_ids:
-            self.events_table().delete(where.id_in(event_ids))
-        table = self.notes_table()
-        if table is not None:
-            table.delete(where.id_in([note_id]))
-        # Privacy over availability: old versions still hold the text, so they go now. A reader
-        # in another process caught on one of them fails that one call (LanceDB warns of it).
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
-            self.compact(keep_versions_for=timedelta(0))
+    def erase(self, note_id: str) -> list[str]:
+        """Remove a note, and every event that names it or names one of those (but the `forgets`
+        tombstone), from the live data and from every file on disk. Returns the events removed.
+
+        Lance only marks a deleted row as deleted until enough of its file is; so each file that
+        held one is rewritten without it, and older versions (which still hold it) are removed.
+        Waits for another process's compaction rather than skip the erasure.
+        """
+        path = self._lock_path()
+        with self._compact_lock, FileLock(path, timeout=ERASE_WAIT) if path else _no_lock():
+            events = self.events_table()
+            named = events.search().where(where.naming(note_id)).select(["id", "kind"]).limit(None).to_arrow()
+            first = [
+                i
+                for i, k in zip(named["id"].to_pylist(), named["kind"].to_pylist(), strict=True)
+                if k != EventKind.FORGETS.value
+            ]
+            second = events.search().where(where.id_in(first, "dst")).select(["id"]).limit(None).to_arrow()
+            removed = sorted(set(first) | set(second["id"].to_pylist()))
+            notes = self.notes_table()
+            if notes is not None:
+                self._erase_rows(notes, where.id_in([note_id]))
+            if removed:
+                self._erase_rows(events, where.id_in(removed))
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
+                for table in (events, notes):
+                    if table is not None:
+                        table.optimize(cleanup_older_than=timedelta(0))
+            return removed
+
+    @staticmethod
+    def _erase_rows(table: Table, clause: str) -> None:
+        rows = table.search().where(clause).with_row_id(True).select(["id"]).limit(None).to_arrow()
+        fragments = sorted({int(r) >> 32 for r in rows["_rowid"].to_pylist()})
+        table.delete(clause)
+        for fragment in fragments:  # rewrite what the fragment still holds, so its old file goes
+            table.update(where=where.in_fragment(fragment), values_sql={"id": "id"})
 
     # -- reading -----------------------------------------------------------------------------
+
+    def _read(self, work: Callable[[], T]) -> T:
+        """Run a read; if another process's cleanup removed a file of the version it was reading,
+        check out the latest version and read again."""
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                return work()
+            except Exception as exc:
+                if attempt == READ_RETRIES or not _missing_file(exc):
+                    raise
+                log.info("a file was removed under a read (%s); reading the latest version", exc)
+                for table in (self._notes, self._events):
+                    if table is not None:
+                        table.checkout_latest()
+        raise AssertionError("unreachable")
 
     def notes(self, ids: Iterable[str]) -> dict[str, Note]:
         ids = list(dict.fromkeys(ids))
         table = self.notes_table()
         if not ids or table is None:
             return {}
-        rows = table.search().where(where.id_in(ids)).select(_NOTE_COLUMNS).limit(None).to_arrow().to_pylist()
+        query = table.search().where(where.id_in(ids)).select(_NOTE_COLUMNS).limit(None)
+        rows = self._read(lambda: query.to_arrow().to_pylist())
         return {row["id"]: _note_from_row(row) for row in _first_of_each_id(rows)}
 
     def vectors(self, ids: Iterable[str]) -> dict[str, list[float]]:
@@ -296,16 +373,34 @@ class Tables:
         if not ids or table is None:
             return {}
         clause = where.all_of(where.id_in(ids), where.model_could_read())
-        rows = table.search().where(clause).select(["id", "vector"]).limit(None).to_arrow().to_pylist()
+        query = table.search().where(clause).select(["id", "vector"]).limit(None)
+        rows = self._read(lambda: query.to_arrow().to_pylist())
         return {row["id"]: row["vector"] for row in _first_of_each_id(rows)}
 
-    def events(self, scope: str, at: datetime | None = None) -> list[Event]:
-        clause = where.in_scope(scope, at)
-        rows = self.events_table().search().where(clause).limit(None).to_arrow().to_pylist()
-        return [_event_from_row(row) for row in _first_of_each_id(rows)]
+    def events_version(self) -> int:
+        return int(self._read(lambda: self.events_table().version))
+
+    def scope_events(self, scope: str) -> tuple[int, list[Event]]:
+        """Every event of a scope, and the table version it was read at (read first: see graph.py)."""
+        table = self.events_table()
+
+        def read() -> tuple[int, list[dict[str, Any]]]:
+            version = table.version
+            return version, table.search().where(where.scope_is(scope)).limit(None).to_arrow().to_pylist()
+
+        version, rows = self._read(read)
+        return version, [_event_from_row(row) for row in rows]
+
+    def tombstone(self, note_id: str) -> Event | None:
+        """The `forgets` event of a note, if it was forgotten."""
+        clause = where.all_of(where.id_in([note_id], "dst"), where.kind_is(EventKind.FORGETS.value))
+        query = self.events_table().search().where(clause).limit(1)
+        rows = self._read(lambda: query.to_arrow().to_pylist())
+        return _event_from_row(rows[0]) if rows else None
 
     def event(self, event_id: str) -> Event | None:
-        rows = self.events_table().search().where(where.id_in([event_id])).limit(1).to_arrow().to_pylist()
+        query = self.events_table().search().where(where.id_in([event_id])).limit(1)
+        rows = self._read(lambda: query.to_arrow().to_pylist())
         return _event_from_row(rows[0]) if rows else None
 
     def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[DenseHit]:
@@ -314,14 +409,13 @@ class Tables:
             return []
         clause = where.in_scope(scope, at)
         query: Any = table.search(list(vector), vector_column_name="vector")
-        rows = (
+        query = (
             query.distance_type("cosine")
             .where(clause, prefilter=True)
             .select([*_NOTE_COLUMNS, "dense_ok", "_distance"])
             .limit(limit)
-            .to_arrow()
-            .to_pylist()
         )
+        rows = self._read(lambda: query.to_arrow().to_pylist())
         return [DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"])) for r in _first_of_each_id(rows)]
 
     def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[TextHit]:
@@ -331,14 +425,13 @@ class Tables:
         if table is None or not query.strip():
             return []
         clause = where.in_scope(scope, at)
-        rows = (
+        search = (
             table.search(MatchQuery(query, "text"), query_type="fts")  # type: ignore[call-arg]
             .where(clause, prefilter=True)
             .select([*_NOTE_COLUMNS, "_score"])
             .limit(limit)
-            .to_arrow()
-            .to_pylist()
         )
+        rows = self._read(lambda: search.to_arrow().to_pylist())
         return [TextHit(_note_from_row(r), float(r["_score"])) for r in _first_of_each_id(rows)]
 
     def count(self) -> dict[str, int]:
@@ -368,37 +461,28 @@ class Tables:
             return False
 
     def compact(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> bool:
-        """Merge small fragments and update indexes, one process at a time (False: another is at it)."""
-        with self._compact_lock, _InterProcessLock(self.uri) as acquired:
-            if not acquired:
+        """Merge small fragments, update indexes and drop old versions, one process at a time
+        (False: another process is at it)."""
+        path = self._lock_path()
+        with self._compact_lock:
+            try:
+                lock = FileLock(path, timeout=0) if path else _no_lock()
+                with lock:
+                    notes = self.notes_table()
+                    if notes is not None:
+                        self.ensure_indexes(notes)
+                    for table in (self.events_table(), notes):
+                        if table is not None:
+                            table.optimize(cleanup_older_than=keep_versions_for)
+                    return True
+            except Timeout:
                 return False
-            for table in (self.events_table(), self.notes_table()):
-                if table is not None:
-                    table.optimize(cleanup_older_than=keep_versions_for)
-            return True
+
+    def _lock_path(self) -> str | None:
+        """A lock file beside a local store; object stores rely on Lance's commit checks."""
+        return None if "://" in self.uri else os.path.join(self.uri, ".compact.lock")
 
 
-class _InterProcessLock:
-    """A non-blocking lock file beside a local store; object stores rely on Lance's commit checks."""
-
-    def __init__(self, uri: str) -> None:
-        self._path = None if "://" in uri else os.path.join(uri, ".compact.lock")
-        self._fd: int | None = None
-
-    def __enter__(self) -> bool:
-        if self._path is None:
-            return True
-        self._fd = os.open(self._path, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._fd)
-            self._fd = None
-            return False
-        return True
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+@contextmanager
+def _no_lock() -> Iterator[None]:
+    yield

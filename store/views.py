@@ -36,8 +36,14 @@ class EventView(BaseModel):
     reason: str | None
     actor: str | None
     recorded_at: datetime
-    in_force: bool = Field(description="False once a reinstates event has retracted it.")
+    in_force: bool = Field(
+        description="False once a reinstates event has retracted it, or for a supersession that would close a cycle."
+    )
     retracted_by: str | None = None
+    conflict_with: list[str] = Field(
+        default_factory=list,
+        description="For a supersession set aside because concurrent writers made a cycle: the edges it would close it with.",
+    )
 
 
 class HistoryEntry(BaseModel):
@@ -151,12 +157,15 @@ class NoteHistory(BaseModel):
 
 class Forgotten(BaseModel):
     note_id: str
+    changed: bool = Field(
+        description="False when the note had already been forgotten (this call finished any leftovers)."
+    )
     events_removed: list[str] = Field(description="Events deleted with the note (they named it).")
     notes_changed: list[NoteView] = Field(description="Notes whose state changed because the note is gone.")
 
 
 Stage = Literal[
-    "existence", "scope", "state", "validity", "retrieval", "prerequisite", "diversity", "max_chains", "budget",
+    "existence", "scope", "state", "conflict", "validity", "retrieval", "prerequisite", "diversity", "max_chains", "budget",
     "delivered",
 ]  # fmt: skip
 Verdict = Literal["current", "history", "excluded"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from .errors import InvalidArgument
 from .ids import check_id
@@ -26,8 +26,14 @@ def check_scope(scope: str, field: str = "scope") -> str:
     return scope
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_micros(t: datetime) -> int:
-    return int(t.timestamp() * 1_000_000)
+    """Exact integer microseconds since 1970 (a float would round 9999-12-31T23:59:59.999999 into year 10000)."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return (t - EPOCH) // timedelta(microseconds=1)
 
 
 def _quote(value: str) -> str:
@@ -59,3 +65,22 @@ def all_of(*clauses: str) -> str:
 def model_could_read() -> str:
     """Rows whose text the embedding model could represent (see `Embedder.readable`)."""
     return "dense_ok = true"
+
+
+def naming(note_id: str) -> str:
+    """Events whose source or target is this note."""
+    quoted = _quote(check_id(note_id, "note_id"))
+    return f"src = {quoted} OR dst = {quoted}"
+
+
+def in_fragment(fragment: int) -> str:
+    """Rows stored in one data fragment (a row id is the fragment's number, then the row's offset)."""
+    if not isinstance(fragment, int) or fragment < 0:
+        raise ValueError(f"not a fragment number: {fragment!r}")
+    return f"_rowid >= {fragment << 32} AND _rowid < {(fragment + 1) << 32}"
+
+
+def kind_is(kind: str) -> str:
+    if not kind.isidentifier():
+        raise ValueError(f"not an event kind: {kind!r}")
+    return f"kind = {_quote(kind)}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import threading
 from datetime import UTC, datetime, timedelta
@@ -12,6 +11,7 @@ from corrigenda.store import Draft, InvalidArgument, Memory, ModelMismatch, Sent
 from corrigenda.store.embedder import default_model_path
 from corrigenda.store.tables import COMPACT_AT_FRAGMENTS
 from corrigenda.store.tokens import estimate_tokens
+from filelock import FileLock
 
 
 def test_the_store_refuses_another_model(db: str, memory: Memory) -> None:
@@ -42,12 +42,8 @@ def test_many_single_writes_are_compacted_in_the_background(memory: Memory) -> N
 
 def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:
     memory.remember("A note so the tables exist")
-    fd = os.open(os.path.join(db, ".compact.lock"), os.O_CREAT | os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as another process would hold it
+    with FileLock(os.path.join(db, ".compact.lock")):  # as another process would hold it
         assert memory.tables.compact() is False
-    finally:
-        os.close(fd)
     assert memory.tables.compact() is True
 
 
@@ -55,7 +51,7 @@ def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransfor
     note = memory.remember("The VPN gateway is vpn-2").note
     stored = memory.tables.notes([note.id])[note.id]
     vector = embedder.embed([stored.text])[0]
-    memory.tables.add_note(stored, vector, True, embedder.name)  # the same id written again
+    memory.tables.add_notes([(stored, vector, True)], embedder.name)  # the same id written again
     assert memory.tables.notes_table().count_rows() == 2  # type: ignore[union-attr]
     recalled = memory.recall("which VPN gateway?")
     assert [h.id for c in recalled.chains for h in c.heads] == [note.id]

@@ -1,0 +1,116 @@
+"""Each scope's lifecycle graph, decoded once and kept in memory between calls.
+
+The events table is append-only (only `forget` deletes), so a process keeps, per scope, every
+event with its adjacency, tagged with the table version it reflects. Each call asks the table
+for its version (well under a millisecond, and it sees other processes' commits):
+- unchanged: the graph is reused as it is;
+- the next version, made by this process's own append: the appended events are added in memory;
+- anything else (another process wrote, compaction, forget): that scope's events are read again.
+
+A graph may hold events whose notes are not readable: a note's row is the commit point of the
+edges written with it (README, "How it works"), so an edge whose note is not (or no longer)
+stored is ignored by the fold. That is also why a graph must be refreshed *after* the notes a
+call works on were read: a note that was read has its edges in the table already.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .ids import is_note_id
+from .model import Event, EventKind
+
+
+@dataclass
+class ScopeGraph:
+    scope: str
+    version: int  # the events table version this graph reflects
+    events: dict[str, Event] = field(default_factory=dict)  # by id: the first row of each id
+    # note → notes a recall of it may deliver: its chain (both ways) and its prerequisites (one way)
+    neighbours: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    naming: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # note or event id → events naming it
+
+    def add(self, events: Iterable[Event]) -> None:
+        for e in events:
+            if e.id in self.events:
+                continue  # a retried append: the first row wins
+            self.events[e.id] = e
+            self.naming[e.dst].add(e.id)
+            if e.src is not None:
+                self.naming[e.src].add(e.id)
+            dst = e.dst if is_note_id(e.dst) else self._note_of(e.dst)
+            if e.src is None or dst is None:
+                continue
+            self.neighbours[e.src].add(dst)
+            if e.kind is not EventKind.DEPENDS_ON:  # a prerequisite does not bring its dependents
+                self.neighbours[dst].add(e.src)
+
+    def _note_of(self, event_id: str) -> str | None:
+        target = self.events.get(event_id)
+        return target.dst if target is not None else None
+
+    def reachable(self, start: Iterable[str]) -> set[str]:
+        """Note ids a recall of `start` may deliver: their chains, prerequisites, and theirs."""
+        seen = set(start)
+        frontier = list(seen)
+        while frontier:
+            for nxt in self.neighbours.get(frontier.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append(nxt)
+        return seen
+
+    def around(self, note_ids: Iterable[str]) -> list[Event]:
+        """Every event naming one of these notes, and every event naming one of those (reinstates)."""
+        found: set[str] = set()
+        for note_id in note_ids:
+            found |= self.naming.get(note_id, set())
+        for event_id in list(found):
+            found |= self.naming.get(event_id, set())
+        return [self.events[i] for i in found]
+
+    def naming_note(self, note_id: str) -> list[Event]:
+        """Events that name this note, and those that name them: what `forget` removes with it."""
+        return self.around([note_id])
+
+
+class Graphs:
+    """The graphs of the scopes this process has touched, refreshed as the module docstring says."""
+
+    def __init__(self, version: Callable[[], int], read: Callable[[str], tuple[int, list[Event]]]) -> None:
+        self._version = version  # the events table's latest version
+        self._read = read  # a scope's events, with the version they were read at
+        self._graphs: dict[str, ScopeGraph] = {}
+        self._lock = threading.Lock()
+
+    def get(self, scope: str) -> ScopeGraph:
+        with self._lock:
+            graph = self._graphs.get(scope)
+            if graph is not None and graph.version == self._version():
+                return graph
+        version, events = self._read(scope)
+        fresh = ScopeGraph(scope, version)
+        fresh.add(events)
+        with self._lock:
+            current = self._graphs.get(scope)
+            if current is None or current.version <= version:
+                self._graphs[scope] = fresh
+        return fresh
+
+    def appended(self, scope: str, events: Sequence[Event], version: int) -> None:
+        """This process appended `events`, which made table `version`."""
+        with self._lock:
+            for graph in self._graphs.values():
+                if graph.version == version - 1:
+                    graph.version = version  # nothing else landed in between
+                    if graph.scope == scope:
+                        graph.add(events)
+            # a graph at an older version stays as it is: its next `get` reads the scope again
+
+    def forget(self) -> None:
+        """Drop every graph (after a delete): the next call of each scope reads it again."""
+        with self._lock:
+            self._graphs.clear()

@@ -1,0 +1,234 @@
+"""Faults, short and deterministic: a write cut between its two appends, writers racing a cycle,
+`forget` as a real erasure (every file's bytes searched), beside readers and after a crash.
+The long forms (kill -9 at random points, several server processes) are bench/faults.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder
+from corrigenda.store.model import NoteState
+from corrigenda.store.tables import EVENTS, NOTES, Tables
+from lancedb.table import LanceTable
+
+
+class Cut(Exception):
+    """The injected failure: the process died here."""
+
+
+def fail_second_append(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make the second table append from now on fail, whichever table it goes to."""
+    appended: list[str] = []
+    real = LanceTable.add
+
+    def add(self: LanceTable, data: Any, *args: Any, **kwargs: Any) -> Any:
+        appended.append(self.name)
+        if len(appended) == 2:
+            raise Cut(f"killed before appending to {self.name}")
+        return real(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(LanceTable, "add", add)
+    return appended
+
+
+def test_a_correction_cut_between_its_appends_leaves_no_trace(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = memory.remember("The service listens on port 8080").note
+    appended = fail_second_append(monkeypatch)
+    with pytest.raises(Cut):
+        memory.correct(old.id, "The service listens on port 9090", reason="moved")
+    monkeypatch.undo()
+    assert appended == [EVENTS, NOTES]  # the edge first; the note, its commit point, never landed
+    for reader in (memory, Memory(memory.tables.uri, memory.embedder)):  # this process and a fresh one
+        chains = reader.recall("which port does the service listen on?").chains
+        assert [[h.text for h in c.heads] for c in chains] == [["The service listens on port 8080"]]
+        assert chains[0].status.value == "current" and chains[0].history == []
+        assert reader.history(old.id).events == []  # the dangling edge names no stored note: not shown
+
+
+def test_a_remember_with_edges_cut_between_its_appends_leaves_no_trace(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = memory.remember("Deploys need approval from the release manager").note
+    fail_second_append(monkeypatch)
+    with pytest.raises(Cut):
+        memory.remember("Deploys on Fridays need two approvals", depends_on=[base.id])
+    monkeypatch.undo()
+    assert memory.stats()["notes"] == 1
+    assert memory.history(base.id).chain.heads[0].id == base.id
+
+
+def test_writers_racing_a_cycle_leave_one_edge_in_force_and_show_the_other_as_a_conflict(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    first, second = Memory(db, embedder), Memory(db, embedder)  # as two server processes
+    both_landed = 0
+    for round_ in range(20):
+        x = first.remember(f"Round {round_}: the cache TTL is 30 seconds").note
+        y = first.remember(f"Round {round_}: the cache TTL is 60 seconds").note
+        second.history(x.id)  # the second writer has read the scope, as a running server would have
+        barrier = threading.Barrier(2)
+        outcomes: list[str] = []
+
+        def link(
+            memory: Memory, src: str, dst: str, barrier: threading.Barrier = barrier, outcomes: list[str] = outcomes
+        ) -> None:
+            barrier.wait()
+            try:
+                memory.link(src, dst, "supersedes", reason="newer")
+                outcomes.append("linked")
+            except Exception as exc:
+                outcomes.append(type(exc).__name__)
+
+        threads = [
+            threading.Thread(target=link, args=(first, x.id, y.id)),
+            threading.Thread(target=link, args=(second, y.id, x.id)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcomes) in (["linked", "linked"], ["Conflict", "linked"]), outcomes
+        for reader in (first, second):
+            h = reader.history(x.id)
+            assert len(h.chain.heads) == 1 and h.chain.status.value == "current"
+            set_aside = [e for e in h.events if not e.in_force]
+            if outcomes == ["linked", "linked"]:
+                assert len(set_aside) == 1 and set_aside[0].conflict_with
+                loser = set_aside[0]
+                why = reader.why_excluded(loser.src or "")
+                assert any(r.stage == "conflict" for r in why.reasons)
+            else:
+                assert set_aside == []
+        both_landed += outcomes == ["linked", "linked"]
+    # the race is real: without a lock, both writers' checks pass in at least some rounds
+    print(f"both edges landed in {both_landed} of 20 rounds; a chain without a head in 0")
+
+
+def file_bytes(root: str) -> bytes:
+    chunks = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            chunks.append(Path(folder, name).read_bytes())
+    return b"\n".join(chunks)
+
+
+def test_forget_erases_the_text_and_vector_from_every_file(memory: Memory) -> None:
+    memory.import_notes([Draft(text=f"Filler note {i} about the weather in town {i}") for i in range(199)])
+    secret = memory.remember("The locker code is zebra-4471-quartz", depends_on=[]).note
+    dependant = memory.remember("The spare key is in the locker", depends_on=[secret.id]).note
+    memory.revoke(secret.id, reason="a test event that names it")
+    memory.reinstate(secret.id, reason="and one that names that event's note")
+    vector = np.asarray(memory.embedder.embed([secret.text])[0])
+    assert b"zebra-4471-quartz" in file_bytes(memory.tables.uri)
+
+    done = memory.forget(secret.id, reason="the user asked")
+    assert done.changed and len(done.events_removed) == 3  # depends_on, revokes, reinstates
+    stored = file_bytes(memory.tables.uri)
+    assert b"zebra-4471-quartz" not in stored and b"4471" not in stored  # (the tombstone keeps the id, not the text)
+    assert vector.astype(np.float32).tobytes()[:64] not in stored
+    assert memory.stats()["notes"] == 200  # the 199 fillers and the dependant, untouched
+    assert memory.history(dependant.id).chain.prerequisites == []  # nothing names the forgotten note
+
+    again = memory.forget(secret.id, reason="asked twice")
+    assert not again.changed and again.events_removed == []
+    with pytest.raises(NotFound):
+        memory.history(secret.id)
+
+
+def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = memory.remember("The on-call phone is 555-0199").note
+    new = memory.correct(old.id, "The on-call phone is 555-0142", reason="new rota").note
+
+    def killed(self: Tables, note_id: str) -> list[str]:
+        raise Cut("killed after the tombstone, before the erasure")
+
+    monkeypatch.setattr(Tables, "erase", killed)
+    with pytest.raises(Cut):
+        memory.forget(new.id, reason="the user asked")
+    monkeypatch.undo()
+    fresh = Memory(memory.tables.uri, memory.embedder)  # another process, reading the store as it is
+    for reader in (memory, fresh):
+        chains = reader.recall("on-call phone number").chains
+        assert [h.id for c in chains for h in c.heads] == [old.id]  # the correction is gone; no phantom
+        with pytest.raises(NotFound):
+            reader.correct(new.id, "The on-call phone is 555-0100", reason="a write naming a forgotten note")
+    assert b"555-0142" in file_bytes(memory.tables.uri)  # not erased yet: the call never answered
+
+    retry = fresh.forget(new.id, reason="the user asked, again")
+    assert not retry.changed and len(retry.events_removed) == 1  # the supersedes edge
+    assert b"555-0142" not in file_bytes(memory.tables.uri)
+    assert memory.history(old.id).note.state is NoteState.ACTIVE
+
+
+HOLD_LOCK = """
+import sys, time
+from filelock import FileLock
+with FileLock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(1.5)
+"""
+
+
+def test_forget_waits_for_another_process_compaction_instead_of_skipping_the_erasure(memory: Memory) -> None:
+    note = memory.remember("The backup passphrase is harbor-lantern-88").note
+    held = subprocess.Popen(  # another process is compacting, for a second
+        [sys.executable, "-c", HOLD_LOCK, os.path.join(memory.tables.uri, ".compact.lock")], stdout=subprocess.PIPE
+    )
+    assert held.stdout is not None and held.stdout.readline() == b"held\n"
+    assert memory.tables.compact() is False  # upkeep skips
+    assert memory.forget(note.id, reason="the user asked").changed
+    assert b"harbor-lantern-88" not in file_bytes(memory.tables.uri)
+
+
+def test_readers_in_other_connections_do_not_fail_while_notes_are_forgotten(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    writer = Memory(db, embedder)
+    notes = [writer.remember(f"Team {i} owns the {i}th microservice").note for i in range(12)]
+    readers = [Memory(db, embedder) for _ in range(2)]
+    failures: list[str] = []
+    calls = 0
+    stop = threading.Event()
+
+    def read(memory: Memory) -> None:
+        nonlocal calls
+        while not stop.is_set():
+            try:
+                memory.recall("which team owns the microservice?")
+                memory.history(notes[0].id)
+                calls += 1
+            except Exception as exc:
+                failures.append(repr(exc))
+
+    threads = [threading.Thread(target=read, args=(r,)) for r in readers]
+    for t in threads:
+        t.start()
+    for note in notes[1:]:
+        writer.forget(note.id, reason="erase")
+    stop.set()
+    for t in threads:
+        t.join()
+    assert failures == [] and calls > 0
+    assert [h.id for c in readers[0].recall("which team owns the microservice?").chains for h in c.heads] == [
+        notes[0].id
+    ]
+
+
+def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder: SentenceTransformerEmbedder) -> None:
+    crashed = Memory(db, embedder)
+    crashed.tables.ensure_indexes = lambda table: None  # type: ignore[method-assign]  # died before indexing
+    crashed.remember("模型请求超时为三十秒", scope="zh")
+    assert crashed.tables.notes_table().list_indices() == []  # type: ignore[union-attr]
+
+    reopened = Memory(db, embedder)  # the next process to open the store
+    found = reopened.recall("模型请求超时是多少？", scope="zh")
+    assert [c.heads[0].text for c in found.chains] == ["模型请求超时为三十秒"]

@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -25,12 +25,14 @@ from corrigenda.store.views import (
 )
 from corrigenda.store.where import SCOPE_PATTERN
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, NotificationParams, TextContent, ToolAnnotations
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
-from . import render
+from . import http, render
 from .config import Settings
-from .errors import tool_errors
+from .errors import invalid_arguments, tool_errors
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +82,53 @@ Source = Annotated[
     str | None, Field(description="Where the note came from (file, URL, conversation).", max_length=1000)
 ]
 Confidence = Annotated[float, Field(description="How sure the writer is, 0 to 1.", ge=0.0, le=1.0)]
-ValidFrom = Annotated[datetime | None, Field(description="When it starts to hold in the world (ISO 8601).")]
+# The store keeps times as int64 microseconds through a float timestamp: the top second of year 9999
+# is the last one that reads back (23:59:59.999999 rounds up into year 10000), and an offset can
+# push a time written in range past either end once it is converted to UTC.
+EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+def iso_8601(value: object) -> datetime | None:
+    """A time argument: an ISO 8601 string only (pydantic alone would also take 1 or "1" as seconds
+    since 1970), inside what the store can write and read back once converted to UTC (a time
+    without an offset is UTC, as the store reads it)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PydanticCustomError(
+            "iso_8601",
+            "must be an ISO 8601 string such as 2026-11-01T09:00:00Z, not {kind}",
+            {"kind": type(value).__name__},
+        )
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise PydanticCustomError(
+            "iso_8601", "'{value}' is not an ISO 8601 time such as 2026-11-01T09:00:00Z", {"value": value[:64]}
+        ) from None
+    try:
+        utc = moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    except OverflowError:  # the offset pushes it past year 1 or 9999
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise PydanticCustomError(
+            "time_range",
+            "{value} is outside the supported range, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z in UTC",
+            {"value": value[:64]},
+        )
+    return moment
+
+
+Time = BeforeValidator(iso_8601)
+ValidFrom = Annotated[datetime | None, Time, Field(description="When it starts to hold in the world (ISO 8601).")]
 ValidUntil = Annotated[
-    datetime | None, Field(description="When it stops holding (ISO 8601); after it the note is expired, not deleted.")
+    datetime | None,
+    Time,
+    Field(description="When it stops holding (ISO 8601); after it the note is expired, not deleted."),
 ]
 Budget = Annotated[int, Field(description="Token budget for the whole answer.", ge=50, le=100_000)]
-AsOf = Annotated[datetime | None, Field(description="Replay what the store believed at this time (ISO 8601).")]
+AsOf = Annotated[datetime | None, Time, Field(description="Replay what the store believed at this time (ISO 8601).")]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -121,6 +164,19 @@ def build_memory(settings: Settings) -> Memory:
     )
 
 
+class CorrigendaServer(MCPServer[AppContext]):
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[AppContext, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The SDK's call, with arguments the schema refuses reported through `errors`, one line."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(invalid_arguments(name, exc.__cause__)) from exc.__cause__
+
+
 def build_server(
     settings: Settings, memory_factory: Callable[[Settings], Memory] = build_memory
 ) -> MCPServer[AppContext]:
@@ -130,9 +186,10 @@ def build_server(
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         yield AppContext(memory=memory_factory(settings))
 
-    server: MCPServer[AppContext] = MCPServer(
-        "corrigenda", instructions=INSTRUCTIONS, version=_version(), lifespan=lifespan, log_level=settings.log_level
-    )
+    server = CorrigendaServer(
+        "corrigenda", instructions=INSTRUCTIONS, version=_version(), lifespan=lifespan, log_level=settings.log_level,
+        **http.auth(settings),
+    )  # fmt: skip
 
     async def on_initialized(ctx: Any, params: NotificationParams) -> None:
         # The handshake is done: load the model now, in the background, so that `initialize`
@@ -314,7 +371,7 @@ def build_server(
     async def forget(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, Forgotten]:
         """Delete a note for real, with the events that name it: only when a person asks for data to be
         erased. To mark a note wrong, use `revoke`; to replace it, `correct`."""
-        r = await call(ctx, "forget", lambda m: m.forget(note_id=note_id, reason=reason))
+        r = await call(ctx, "forget", lambda m: m.forget(note_id=note_id, reason=reason, actor=client_name(ctx)))
         return _result(r, render.forgotten(r))
 
     return server

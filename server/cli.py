@@ -26,7 +26,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="corrigenda", description="Agent memory with first-class corrections (MCP server)."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", parents=[common], help="run the MCP server (stdio by default)")
+    serve = commands.add_parser(
+        "serve",
+        parents=[common],
+        help="run the MCP server (stdio by default)",
+        epilog="HTTP access, from the environment only (a flag would show in ps): CORRIGENDA_TOKEN, a bearer "
+        "token of 16+ characters that every request must carry (required unless --host is loopback); "
+        "CORRIGENDA_ALLOWED_HOSTS and CORRIGENDA_ALLOWED_ORIGINS, comma-separated Host and Origin values to "
+        "accept instead of the defaults (the loopback names and --host, with the port).",
+    )
     serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT")
     serve.add_argument("--host", help="http only; env CORRIGENDA_HOST (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="http only; env CORRIGENDA_PORT (default 8765)")
@@ -76,13 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     if args.command == "serve":
+        import anyio
+
         from .app import build_server
+        from .http import RefusedToListen, serve_http
+        from .stdio import serve_stdio
 
         server = build_server(settings)
         if settings.transport == "http":
-            server.run("streamable-http", host=settings.host, port=settings.port)
+            try:
+                serve_http(server, settings)
+            except RefusedToListen as exc:
+                return _fail(str(exc))
         else:
-            server.run("stdio")
+            anyio.run(serve_stdio, server)
         # Every write is on disk by now. Leave without interpreter teardown, which can abort
         # ("exception not rethrown") while the background thread is still inside torch's import.
         sys.stdout.flush()

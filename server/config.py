@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Annotated, Literal
 
 from corrigenda.store.where import SCOPE_PATTERN
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def default_db() -> str:
     """A per-user data directory: $XDG_DATA_HOME/corrigenda, else ~/.local/share/corrigenda."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "corrigenda")
+
+
+MIN_TOKEN_LENGTH = 16  # a guessable token on a reachable port is no lock at all
+
+# NoDecode: a list variable holds comma-separated values, not the JSON pydantic-settings expects.
+CommaSeparated = Annotated[list[str] | None, NoDecode]
 
 
 class Settings(BaseSettings):
@@ -25,5 +32,34 @@ class Settings(BaseSettings):
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
+    # From the environment only, never a flag: a flag's value shows in `ps` to every local user.
+    token: SecretStr | None = Field(
+        None, description="Bearer token every HTTP request must carry; required off loopback."
+    )
+    allowed_hosts: CommaSeparated = Field(
+        None, description="Host header values HTTP requests may carry (host:port, host:* for any port)."
+    )
+    allowed_origins: CommaSeparated = Field(
+        None, description="Origin header values HTTP requests may carry (scheme://host:port, or :* for any port)."
+    )
     min_similarity: float = Field(0.25, ge=-1.0, le=1.0, description="Cosine floor for a dense entry point.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and len(token.get_secret_value()) < MIN_TOKEN_LENGTH:
+            raise PydanticCustomError(
+                "token_too_short",
+                "set CORRIGENDA_TOKEN to at least {length} characters, e.g. the output of "
+                "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+                {"length": MIN_TOKEN_LENGTH},
+            )
+        return token
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()] or None
+        return value

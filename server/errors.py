@@ -1,8 +1,10 @@
-"""The one mapping from engine errors to tool errors.
+"""The one mapping from engine errors and refused arguments to tool errors.
 
 In mcp 2.x only a ToolError carries its message to the client; anything else reaches the agent
 as a bare "Error executing tool". So every refusal of the store becomes a ToolError that names
-the field or id, and anything unexpected is logged and reported without internals.
+the field or id, and anything unexpected is logged and reported without internals. Arguments the
+tool's schema refuses read the same way: one line, each field with what it needs, instead of
+pydantic's multi-line report with its documentation URLs.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from contextlib import contextmanager
 
 from corrigenda.store import CorrigendaError
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -26,3 +29,13 @@ def tool_errors(tool: str) -> Iterator[None]:
     except Exception as exc:
         log.exception("%s failed", tool)
         raise ToolError(f"{tool} failed inside the store ({type(exc).__name__}); see the server log") from exc
+
+
+def invalid_arguments(tool: str, exc: ValidationError) -> str:
+    """`Error executing tool remember: valid_until: must be …; text: Field required`: the SDK's prefix,
+    as on every other tool error, then each field with what it needs."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+        problems.append(f"{field or 'arguments'}: {' '.join(error['msg'].split())}")
+    return f"Error executing tool {tool}: {'; '.join(problems)}"

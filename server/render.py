@@ -136,7 +136,12 @@ def linked(r: Linked) -> str:
 
 
 def forgotten(r: Forgotten) -> str:
-    lines = [f"Deleted note {r.note_id} and {len(r.events_removed)} event(s) naming it."]
+    if r.changed:
+        lines = [
+            f"Deleted note {r.note_id} and {len(r.events_removed)} event(s) naming it, from every file of the store."
+        ]
+    else:
+        lines = [f"Note {r.note_id} was already forgotten; {len(r.events_removed)} leftover event(s) removed now."]
     lines += [f"  now {n.state.value}: {_note(n)}" for n in r.notes_changed]
     return "\n".join(lines)
 
@@ -144,7 +149,14 @@ def forgotten(r: Forgotten) -> str:
 def history(r: NoteHistory) -> str:
     lines = [f"{_note(r.note)} — {r.note.state.value}", *chain(r.chain), "Events, oldest first:"]
     for e in r.events:
-        force = "" if e.in_force else f" (retracted by {e.retracted_by})"
+        if e.conflict_with:
+            force = (
+                f" (NOT IN FORCE: it would close a cycle with {', '.join(e.conflict_with)}, written at the same time)"
+            )
+        elif not e.in_force:
+            force = f" (retracted by {e.retracted_by})"
+        else:
+            force = ""
         why = f': "{e.reason}"' if e.reason else ""
         lines.append(f"  {_day(e.recorded_at)} {e.id} {e.kind.value} {e.src or ''} -> {e.dst}{why}{force}")
     return "\n".join(lines)

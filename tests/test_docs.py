@@ -35,3 +35,8 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_the_readme_serve_command_starts_the_server() -> None:
     (command,) = _commands_after("## Run it (fresh machine)")
     assert command.endswith(".venv/bin/corrigenda serve") and "torch==2.13.0" in command
+
+
+def test_every_setting_has_its_environment_variable_in_the_readme() -> None:
+    for name in Settings.model_fields:
+        assert f"CORRIGENDA_{name.upper()}" in README, name

@@ -1,0 +1,101 @@
+"""Streamable HTTP: who may connect.
+
+A store is someone's memory, and any process that reaches the port can read and rewrite it. So a
+server bound to anything but loopback refuses to start without a bearer token (CORRIGENDA_TOKEN,
+from the environment only), and when a token is set it is required on every request, loopback
+included. Host and Origin are always checked against an allow-list (the SDK's DNS-rebinding
+protection): without that, a web page the user visits could reach a loopback server through a
+name that resolves to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import sys
+from typing import Any
+
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+from .config import MIN_TOKEN_LENGTH, Settings
+
+PATH = "/mcp"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+class RefusedToListen(Exception):
+    """The settings would expose the store: the message says what to set."""
+
+
+class BearerToken(TokenVerifier):
+    """Accepts exactly the configured token, compared in constant time so that response timing
+    does not reveal how much of a guess was right."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = token.encode()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not hmac.compare_digest(token.encode(), self._expected):
+            return None
+        return AccessToken(token=token, client_id="corrigenda-token", scopes=[])
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def netloc(host: str, port: int) -> str:
+    return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def auth(settings: Settings) -> dict[str, Any]:
+    """MCPServer's auth arguments: a verifier for the configured token, or none on stdio or without one."""
+    if settings.transport != "http" or settings.token is None:
+        return {}
+    return {
+        "token_verifier": BearerToken(settings.token.get_secret_value()),
+        # The SDK wants an issuer for OAuth metadata; with no resource_server_url it publishes none.
+        "auth": AuthSettings(issuer_url=f"http://{netloc(settings.host, settings.port)}", resource_server_url=None),
+    }
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Allowed Host and Origin values: the configured lists, else the loopback names and the bind
+    address, each with the port."""
+    names = list(LOOPBACK_NAMES)
+    bound = netloc(settings.host, settings.port).rsplit(":", 1)[0]
+    if bound not in names:
+        names.append(bound)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=settings.allowed_hosts or [f"{name}:{settings.port}" for name in names],
+        allowed_origins=settings.allowed_origins or [f"http://{name}:{settings.port}" for name in names],
+    )
+
+
+def serve_http(server: MCPServer[Any], settings: Settings) -> None:
+    """Listen until stopped; `server` must have been built with `auth(settings)`."""
+    where = netloc(settings.host, settings.port)
+    if settings.token is None and not is_loopback(settings.host):
+        raise RefusedToListen(
+            f"refusing to listen on {where} without a token: other machines can reach it. Set "
+            f"CORRIGENDA_TOKEN (environment only) to a secret of {MIN_TOKEN_LENGTH}+ characters, or use --host 127.0.0.1"
+        )
+    security = transport_security(settings)
+    access = "bearer token required (CORRIGENDA_TOKEN)" if settings.token else "no token (loopback only)"
+    sys.stderr.write(
+        f"corrigenda: listening on http://{where}{PATH}; {access}; allowed Host: {', '.join(security.allowed_hosts)}\n"
+    )
+    sys.stderr.flush()
+    server.run(
+        "streamable-http", host=settings.host, port=settings.port, streamable_http_path=PATH,
+        transport_security=security,
+    )  # fmt: skip

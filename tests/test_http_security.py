@@ -1,0 +1,215 @@
+"""Streamable HTTP: who may connect. A server reachable from other machines needs a bearer token;
+Host and Origin are always checked. Tests bind 0.0.0.0 but only ever connect to 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx2
+import pytest
+from corrigenda.server.config import Settings
+from corrigenda.server.http import is_loopback, transport_security
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from .conftest import call
+from .test_processes import CORRIGENDA, ENV, _free_port
+
+TOKEN = "s3cret-token-for-tests-0123456789"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}},
+}
+
+
+@dataclass
+class Running:
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"  # whatever the bind address: connect over loopback only
+
+
+def _serve(db: str, host: str, env: dict[str, str]) -> Iterator[Running]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [CORRIGENDA, "serve", "--transport", "http", "--host", host, "--port", str(port), "--db", db],
+        env={**ENV, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "server exited"
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield Running(port, proc)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture
+def exposed(db: str) -> Iterator[Running]:
+    """Bound to every interface, with a token."""
+    yield from _serve(db, "0.0.0.0", {"CORRIGENDA_TOKEN": TOKEN})
+
+
+@pytest.fixture
+def local_with_token(db: str) -> Iterator[Running]:
+    yield from _serve(db, "127.0.0.1", {"CORRIGENDA_TOKEN": TOKEN})
+
+
+def post(url: str, headers: dict[str, str]) -> httpx2.Response:
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    with httpx2.Client(trust_env=False, timeout=30) as http:  # trust_env off: never through a proxy
+        return http.post(url, content=json.dumps(INITIALIZE), headers={**base, **headers})
+
+
+@asynccontextmanager
+async def authorized(url: str, token: str = TOKEN, statuses: list[int] | None = None) -> AsyncIterator[Client]:
+    """The SDK client over HTTP, sending the token on every request (and noting each status)."""
+
+    async def note(response: httpx2.Response) -> None:
+        if statuses is not None:
+            statuses.append(response.status_code)
+
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, trust_env=False, timeout=30, event_hooks={"response": [note]}) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
+
+
+def first_stderr_line(proc: subprocess.Popen[bytes]) -> str:
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], 10)
+    assert ready, "the server printed nothing on stderr"
+    return proc.stderr.readline().decode()
+
+
+def test_binding_every_interface_without_a_token_refuses_to_start(db: str) -> None:
+    port = _free_port()
+    out = subprocess.run(
+        [CORRIGENDA, "serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(port), "--db", db],
+        env=ENV, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert "0.0.0.0" in out.stderr and "CORRIGENDA_TOKEN" in out.stderr
+
+
+def test_a_token_too_short_to_be_a_secret_is_refused(db: str) -> None:
+    out = subprocess.run(
+        [CORRIGENDA, "serve", "--transport", "http", "--host", "0.0.0.0", "--port", str(_free_port()), "--db", db],
+        env={**ENV, "CORRIGENDA_TOKEN": "short"}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0 and "token" in out.stderr and "short" not in out.stderr.replace("too short", "")
+
+
+def test_an_exposed_server_says_where_it_listens_and_that_auth_is_on(exposed: Running) -> None:
+    line = first_stderr_line(exposed.proc)
+    assert f"http://0.0.0.0:{exposed.port}/mcp" in line and "bearer token required" in line, line
+    assert TOKEN not in line
+
+
+def test_an_exposed_server_refuses_a_request_without_the_right_token(exposed: Running) -> None:
+    assert post(exposed.url, {}).status_code == 401
+    assert post(exposed.url, {"Authorization": "Bearer wrong-token-of-some-length-000"}).status_code == 401
+    assert post(exposed.url, {"Authorization": f"Bearer {TOKEN}x"}).status_code == 401
+    assert post(exposed.url, {"Authorization": f"Basic {TOKEN}"}).status_code == 401
+    assert post(exposed.url, {"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_host_and_origin_are_checked_even_with_the_token(exposed: Running) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert post(exposed.url, {**auth, "Host": "evil.example"}).status_code == 421
+    assert post(exposed.url, {**auth, "Host": f"evil.example:{exposed.port}"}).status_code == 421
+    assert post(exposed.url, {**auth, "Origin": "http://evil.example"}).status_code == 403
+    assert post(exposed.url, {**auth, "Host": f"localhost:{exposed.port}"}).status_code == 200
+    assert post(exposed.url, {**auth, "Origin": f"http://127.0.0.1:{exposed.port}"}).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_the_sdk_client_with_the_token_works_and_without_it_is_refused(exposed: Running) -> None:
+    async with authorized(exposed.url) as client:
+        note = (await call(client, "remember", text="The staging cluster is in Frankfurt"))["note"]
+        chains = (await call(client, "recall_chains", query="where is the staging cluster?"))["chains"]
+        assert chains[0]["heads"][0]["id"] == note["id"]
+    statuses: list[int] = []
+    with pytest.raises(ExceptionGroup) as refused:
+        async with authorized(exposed.url, "not-the-token-but-long-enough-00", statuses) as client:
+            await client.list_tools()
+    assert refused.group_contains(MCPError)  # the SDK reports the 401 as an error response
+    assert statuses and set(statuses) == {401}, statuses
+
+
+def test_on_loopback_a_token_that_is_set_is_enforced(local_with_token: Running) -> None:
+    assert "bearer token required" in first_stderr_line(local_with_token.proc)
+    assert post(local_with_token.url, {}).status_code == 401
+    assert post(local_with_token.url, {"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_on_loopback_without_a_token_foreign_hosts_and_origins_are_refused(db: str) -> None:
+    for running in _serve(db, "127.0.0.1", {}):
+        assert "no token" in first_stderr_line(running.proc)
+        assert post(running.url, {}).status_code == 200
+        assert post(running.url, {"Host": "evil.example"}).status_code == 421
+        assert post(running.url, {"Origin": "http://evil.example"}).status_code == 403
+
+
+def test_allowed_hosts_and_origins_come_from_the_environment(db: str) -> None:
+    env = {
+        "CORRIGENDA_TOKEN": TOKEN,
+        "CORRIGENDA_ALLOWED_HOSTS": "memory.internal:8443, 127.0.0.1:*",
+        "CORRIGENDA_ALLOWED_ORIGINS": "https://memory.internal:8443",
+    }
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for running in _serve(db, "0.0.0.0", env):
+        assert post(running.url, {**auth, "Host": "memory.internal:8443"}).status_code == 200
+        assert post(running.url, {**auth, "Origin": "https://memory.internal:8443"}).status_code == 200
+        assert post(running.url, {**auth, "Host": f"localhost:{running.port}"}).status_code == 421  # replaced
+        assert post(running.url, {**auth, "Origin": "http://evil.example"}).status_code == 403
+
+
+def test_the_token_is_read_from_the_environment_only() -> None:
+    out = subprocess.run([CORRIGENDA, "serve", "--help"], env=ENV, capture_output=True, text=True, timeout=60)
+    assert "--token" not in out.stdout and "CORRIGENDA_TOKEN" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback", "extra"),
+    [
+        ("127.0.0.1", True, None),
+        ("127.0.0.2", True, "127.0.0.2"),
+        ("localhost", True, None),
+        ("::1", True, None),
+        ("0.0.0.0", False, "0.0.0.0"),
+        ("::", False, "[::]"),
+        ("memory.lan", False, "memory.lan"),
+    ],
+)
+def test_default_allowed_hosts_are_the_loopback_names_and_the_bind_address(
+    host: str, loopback: bool, extra: str | None
+) -> None:
+    settings = Settings(db="unused", transport="http", host=host, port=8765)
+    assert is_loopback(host) is loopback
+    security = transport_security(settings)
+    names = ["127.0.0.1", "localhost", "[::1]", *([extra] if extra else [])]
+    assert security.enable_dns_rebinding_protection
+    assert security.allowed_hosts == [f"{name}:8765" for name in names]
+    assert security.allowed_origins == [f"http://{name}:8765" for name in names]

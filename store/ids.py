@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 
 from .errors import InvalidArgument
@@ -14,9 +15,21 @@ EVENT_PREFIX = "e_"
 _ID = re.compile(r"^[ne]_[0-9a-hjkmnp-tv-z]{26}$")
 
 
+_last = 0
+_lock = threading.Lock()
+
+
 def _ulid() -> str:
-    """26 characters: 48 bits of milliseconds then 80 random bits, so ids sort by creation time."""
-    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    """26 characters: 48 bits of milliseconds then 80 random bits, so ids sort by creation time.
+
+    Monotonic within a process: an id made in the same millisecond as the previous one is that
+    one plus 1, so the events one call writes keep their order (the fold sorts by time, then id)."""
+    global _last
+    with _lock:
+        value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+        if value >> 80 <= _last >> 80:
+            value = _last + 1
+        _last = value
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])

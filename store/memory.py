@@ -72,7 +72,7 @@ class Memory:
             try:
                 self.tables.check_model(self.embedder.name)
                 self.embedder.embed(["warm up"])
-                self.tables.compact_if_fragmented()
+                self.tables.compact_if_due()
             except Exception:  # each call will meet (and report) the same problem
                 log.exception("warming the store failed")
 

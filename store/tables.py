@@ -14,14 +14,14 @@ which nothing ever shows (README, "How it works").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -32,6 +32,7 @@ from .errors import ModelMismatch
 from .model import Event, EventKind, Note
 
 if TYPE_CHECKING:
+    from lance.dataset import LanceDataset
     from lancedb.db import DBConnection
     from lancedb.table import Table
 
@@ -42,14 +43,33 @@ EVENTS = "events"
 MODEL_KEY = b"corrigenda.model"
 # Compact once a table has this many fragments: each append is one, and a search reads them all.
 COMPACT_AT_FRAGMENTS = 48
+# Compaction merges fragments smaller than this many rows and leaves bigger ones alone, so one
+# compaction rewrites at most this much. (LanceDB's own `optimize` merges every fragment under a
+# million rows: at 100k notes it rewrote the whole table every 48 writes.)
+FRAGMENT_ROWS = {NOTES: 4096, EVENTS: 65536}
 # Versions older than this are deleted by compaction. Every read checks for the latest version
-# first and retries once a file of an older one is gone, so this only has to outlast one call.
-KEEP_VERSIONS_FOR = timedelta(minutes=2)
+# first and retries once a file of an older one is gone, so this only has to outlast one call;
+# it is what bounds the disk a burst of writes leaves behind (README, "Measured").
+KEEP_VERSIONS_FOR = timedelta(seconds=10)
+# A file that no version references and is older than this was left by a crash (an append takes
+# milliseconds, an index build minutes): compaction deletes it. Lance on its own waits a week.
+ORPHAN_AGE = timedelta(hours=1)
 # How long `forget` waits for another process's compaction: an erasure is never skipped.
 ERASE_WAIT = 120.0
 # A read that meets a file removed by another process's cleanup checks out the latest version
 # and tries again, this many times.
 READ_RETRIES = 3
+# The notes table gets a vector index once it holds this many rows, with a partition per this
+# many rows (both chosen by bench/scale.py: README, "Measured").
+VECTOR_INDEX_AT = 50_000
+VECTOR_PARTITION_ROWS = 10_000
+# Compact once this many rows of a table are outside its indexes (searched without them).
+REINDEX_AT = 1024
+# Scalar indexes: every filter names one of these columns (see where.py).
+SCALAR_INDEXES = {
+    NOTES: ("id", "scope", "recorded_at_us"),
+    EVENTS: ("id", "scope", "src", "dst"),
+}
 
 _NOTE_COLUMNS = [
     "id", "text", "scope", "kind", "subject", "tags", "source", "actor", "confidence",
@@ -208,6 +228,7 @@ class Tables:
     def events_table(self) -> Table:
         if self._events is None:
             self._events = self.db.create_table(EVENTS, schema=_EVENT_SCHEMA, exist_ok=True)
+            self.ensure_indexes(self._events)
         return self._events
 
     def stored_model(self) -> tuple[str, int] | None:
@@ -241,19 +262,27 @@ class Tables:
         return table
 
     def ensure_indexes(self, table: Table) -> None:
-        """Make the full-text index if it is missing: at creation, and whenever a process opens the
-        store, so a crash between creating the table and indexing it cannot leave it unindexed."""
-        from lancedb.index import FTS
+        """Make the indexes a table is missing: at creation, and whenever a process opens the store,
+        so a crash between creating a table and indexing it cannot leave it unindexed. The notes
+        table's full-text index is how Chinese is found (the default model reads it as unknown
+        tokens); the scalar indexes make a call's cost depend on its own scope, not on others."""
+        from lancedb.index import FTS, BTree
 
-        if not any(index.columns == ["text"] for index in table.list_indices()):
-            # ICU word segmentation handles English (stemmed) and CJK, which the default
-            # embedding model reads as unknown tokens: full text is how Chinese is found.
+        have = {tuple(index.columns) for index in table.list_indices()}
+        wanted: list[tuple[str, Any]] = [(column, None) for column in SCALAR_INDEXES[table.name]]
+        if table.name == NOTES:
+            # ICU word segmentation handles English (stemmed) and CJK.
+            wanted.append(("text", FTS(base_tokenizer="icu")))
+        for column, config in wanted:
+            if (column,) in have:
+                continue
             try:
-                table.create_index("text", config=FTS(base_tokenizer="icu"))
+                table.create_index(column, config=config or BTree(), replace=False)
             except Exception:
-                if not any(index.columns == ["text"] for index in table.list_indices()):
+                if not any(index.columns == [column] for index in table.list_indices()):
                     raise  # not a race with another process that made it first
-        self._indexed = True
+        if table.name == NOTES:
+            self._indexed = True
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -325,11 +354,10 @@ class Tables:
                 self._erase_rows(notes, where.id_in([note_id]))
             if removed:
                 self._erase_rows(events, where.id_in(removed))
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=r"optimize\(cleanup_older_than=0\)")
-                for table in (events, notes):
-                    if table is not None:
-                        table.optimize(cleanup_older_than=timedelta(0))
+            for table in self._tables().values():
+                dataset = self._dataset(table)
+                dataset.optimize.optimize_indices()  # index files that held the rows are rewritten too
+                self._clean(self._dataset(table), timedelta(0))
             return removed
 
     @staticmethod
@@ -444,39 +472,96 @@ class Tables:
         self._writes_since_check += 1
         if self._writes_since_check >= 16:
             self._writes_since_check = 0
-            threading.Thread(target=self.compact_if_fragmented, name="corrigenda-compact", daemon=True).start()
+            threading.Thread(target=self.compact_if_due, name="corrigenda-compact", daemon=True).start()
+
+    def _tables(self) -> dict[str, Table]:
+        tables = {EVENTS: self.events_table(), NOTES: self.notes_table()}
+        return {name: table for name, table in tables.items() if table is not None}
+
+    def _dataset(self, table: Table) -> LanceDataset:
+        """The latest version of a table as a Lance dataset: upkeep needs what LanceDB does not offer
+        (compaction that leaves big fragments alone, cleanup that lists every file)."""
+        dataset = table.to_lance()
+        dataset.checkout_latest()
+        return dataset
 
     def fragments(self) -> dict[str, int]:
-        tables = {EVENTS: self.events_table(), NOTES: self.notes_table()}
-        stats: dict[str, Any] = {name: t.stats() for name, t in tables.items() if t is not None}
-        return {name: int(s["fragment_stats"]["num_fragments"]) for name, s in stats.items()}
+        return {name: len(self._dataset(table).get_fragments()) for name, table in self._tables().items()}
 
-    def compact_if_fragmented(self) -> bool:
+    def upkeep_due(self) -> bool:
+        """Whether a table has enough small fragments, or rows no index covers yet, to compact it,
+        or the notes have grown big enough for a vector index."""
+        for name, table in self._tables().items():
+            fragments = self._dataset(table).get_fragments()
+            if sum(f.metadata.physical_rows < FRAGMENT_ROWS[name] for f in fragments) >= COMPACT_AT_FRAGMENTS:
+                return True
+            stats = table.index_stats("id_idx")
+            if stats is not None and stats.num_unindexed_rows >= REINDEX_AT:
+                return True
+            if name == NOTES and self._vector_index_due(table):
+                return True
+        return False
+
+    def compact_if_due(self) -> bool:
         try:
-            if max(self.fragments().values(), default=0) < COMPACT_AT_FRAGMENTS:
-                return False
-            return self.compact()
+            return self.upkeep_due() and self.compact()
         except Exception:  # upkeep must never fail a caller's write
             log.exception("compaction failed; it will be tried again after later writes")
             return False
 
     def compact(self, keep_versions_for: timedelta = KEEP_VERSIONS_FOR) -> bool:
-        """Merge small fragments, update indexes and drop old versions, one process at a time
-        (False: another process is at it)."""
+        """Merge small fragments, bring the indexes up to date, drop versions older than
+        `keep_versions_for` and the files a crash left behind; one process at a time (False:
+        another process is at it)."""
         path = self._lock_path()
         with self._compact_lock:
             try:
-                lock = FileLock(path, timeout=0) if path else _no_lock()
-                with lock:
-                    notes = self.notes_table()
-                    if notes is not None:
-                        self.ensure_indexes(notes)
-                    for table in (self.events_table(), notes):
-                        if table is not None:
-                            table.optimize(cleanup_older_than=keep_versions_for)
+                with FileLock(path, timeout=0) if path else _no_lock():
+                    for name, table in self._tables().items():
+                        self.ensure_indexes(table)
+                        if name == NOTES:
+                            self._ensure_vector_index(table)
+                        dataset = self._dataset(table)
+                        dataset.optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS[name])
+                        dataset.optimize.optimize_indices()
+                        self._clean(dataset, keep_versions_for)
                     return True
             except Timeout:
                 return False
+
+    @staticmethod
+    def _vector_index_due(table: Table) -> bool:
+        return table.count_rows() >= VECTOR_INDEX_AT and not any(i.columns == ["vector"] for i in table.list_indices())
+
+    def _ensure_vector_index(self, table: Table) -> None:
+        """Index the vectors once the table is big enough for an index to pay (below, search is exact;
+        rows added after the index are searched exactly until the next compaction indexes them)."""
+        if not self._vector_index_due(table):
+            return
+        from lancedb.index import IvfHnswSq
+
+        rows = table.count_rows()
+        table.create_index(
+            "vector", config=IvfHnswSq(distance_type="cosine", num_partitions=max(1, rows // VECTOR_PARTITION_ROWS))
+        )
+
+    def _clean(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
+        """Delete the versions older than `keep_versions_for`, then every file that no remaining
+        version references and that is older than ORPHAN_AGE (a crash's leftovers)."""
+        dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
+        if "://" in self.uri:
+            return  # object stores: Lance's own cleanup collects leftovers after seven days
+        tracked = set(dataset.tracked_files().read_all()["path"].to_pylist())
+        present = dataset.all_files().read_all().to_pylist()
+        cutoff = datetime.now(UTC) - ORPHAN_AGE
+        root = dataset.uri
+        for file in present:
+            path = file["path"]
+            if path in tracked or path.startswith("_versions/") or file["last_modified"] > cutoff:
+                continue
+            log.info("removing %s, which no version of %s references (left by a crash)", path, root)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(root, path))
 
     def _lock_path(self) -> str | None:
         """A lock file beside a local store; object stores rely on Lance's commit checks."""

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,25 @@ def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder
     reopened = Memory(db, embedder)  # the next process to open the store
     found = reopened.recall("模型请求超时是多少？", scope="zh")
     assert [c.heads[0].text for c in found.chains] == ["模型请求超时为三十秒"]
+
+
+def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(memory: Memory) -> None:
+    for i in range(3):
+        memory.remember(f"Runbook step {i}: drain the node first")
+    assert memory.tables.compact()
+    data = Path(memory.tables.uri, "notes.lance", "data")
+    live = sorted(data.iterdir())
+    old_orphan, new_orphan = data / "0000crashed-an-hour-ago.lance", data / "0000crashed-just-now.lance"
+    for orphan in (old_orphan, new_orphan):  # what an append killed before its commit leaves
+        orphan.write_bytes(live[0].read_bytes())
+    hour_ago = time.time() - 3600 - 60
+    os.utime(old_orphan, (hour_ago, hour_ago))
+    for file in live:  # old files that a version still references stay, however old
+        os.utime(file, (hour_ago, hour_ago))
+
+    assert memory.tables.compact()
+    assert not old_orphan.exists()
+    assert new_orphan.exists()  # it could be an append in flight in another process
+    assert all(file.exists() for file in live)
+    assert memory.stats()["notes"] == 3
+    assert len(memory.recall("how do I drain the node?").chains) == 3

@@ -7,7 +7,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from corrigenda.store import Draft, InvalidArgument, Memory, ModelMismatch, SentenceTransformerEmbedder
+from corrigenda.store import Draft, InvalidArgument, Memory, ModelMismatch, SentenceTransformerEmbedder, tables, where
 from corrigenda.store.embedder import default_model_path
 from corrigenda.store.tables import COMPACT_AT_FRAGMENTS
 from corrigenda.store.tokens import estimate_tokens
@@ -89,3 +89,38 @@ def test_token_estimate_is_fair_to_cjk() -> None:
     assert estimate_tokens("服务监听端口") == 6
     assert estimate_tokens("the service listens on 8080") == 7
     assert estimate_tokens("端口 8080") == 2 + 2
+
+
+def test_compaction_merges_small_fragments_and_leaves_big_ones_alone(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(tables.FRAGMENT_ROWS, tables.NOTES, 64)
+    memory.import_notes([Draft(text=f"Imported note {i} about the release train") for i in range(100)])
+    memory.tables.compact()
+    big = data_files(memory)
+    for i in range(10):
+        memory.remember(f"Single note {i} about the staging cluster")
+    assert memory.tables.compact()
+    after = data_files(memory)
+    assert big <= after  # the 100-row fragment was not rewritten
+    assert memory.tables.fragments()["notes"] == 2  # the ten single rows are one fragment now
+    assert memory.stats()["notes"] == 110
+
+
+def data_files(memory: Memory) -> set[str]:
+    table = memory.tables.notes_table()
+    assert table is not None
+    dataset = table.to_lance()
+    dataset.checkout_latest()
+    return {file.path for fragment in dataset.get_fragments() for file in fragment.data_files()}
+
+
+def test_every_column_a_filter_uses_is_indexed_and_searches_use_the_index(memory: Memory) -> None:
+    memory.remember("The deploy key rotates monthly", scope="ops")
+    memory.tables.compact()  # rows written after an index are covered from the next compaction
+    notes, events = memory.tables.notes_table(), memory.tables.events_table()
+    assert notes is not None
+    assert {c for index in notes.list_indices() for c in index.columns} == {"id", "scope", "recorded_at_us", "text"}
+    assert {c for index in events.list_indices() for c in index.columns} == {"id", "scope", "src", "dst"}
+    plan = notes.search([0.0] * 384, vector_column_name="vector").where(where.in_scope("ops"), prefilter=True)
+    assert "ScalarIndexQuery: query=[scope = ops]@scope_idx" in plan.explain_plan(verbose=True)

@@ -1,0 +1,1177 @@
+"""Faults, long form (issue 11): kill -9 at random points, several servers on one store, racing cycles.
+
+tests/test_reliability.py holds the short, deterministic forms (a write cut between its appends, an
+interrupted forget, two threads racing a cycle). This bench does the same to real processes, many
+times, on real LanceDB stores in a temporary directory, and checks the store after every fault.
+
+1. kill -9, in three phases, each on its own store (--kills in all, split evenly). A trial spawns a
+   child Python process (this script with --child) that opens `corrigenda.store.Memory` on the
+   phase's store and works, printing one flushed line when it starts a call and one when the call
+   returned (acknowledged: the note id, its text, the events written). The parent kills it with
+   SIGKILL after a random delay (drawn from --seed, counted from when the child has the store open)
+   and then checks the store from a fresh `Memory`, as a new process would:
+   - writes: remember (sometimes with supersedes or depends_on), correct, link (supersedes or
+     depends_on), revoke and reinstate, on notes of this trial and earlier ones;
+   - compaction: the same writes while a second thread calls `tables.compact()` in a loop, a third
+     of the time with `keep_versions_for=0` (every older version removed), so kills land inside
+     compaction;
+   - forget: the parent stores a batch of notes with secrets (four inside one multi-row write with
+     fillers, the others one by one; one corrected, one depended on, one revoked and reinstated),
+     then the child forgets them one after another, so the kill lands inside an erasure. The parent
+     first checks that the note in flight is whole (no tombstone, readable) or gone (tombstone,
+     unreadable), then calls `forget` on it again: the retry must finish it (changed true or false).
+2. Servers: --servers real `corrigenda serve` processes (stdio, each loading the real model itself,
+   HF_HUB_OFFLINE=1) on one store, each driven by the MCP SDK's client with --writes mixed writes
+   (remember, correct, link, revoke, reinstate, and forget of notes only it knows), all at once in
+   one anyio task group; then the same checks, with the real model in the parent.
+3. The cycle race: --race-rounds rounds of two long-lived processes, each with a `Memory` on one
+   store, told at the same moment to link x supersedes y and y supersedes x, on a fresh pair each
+   round. Counts the rounds whose chain ends with no current note (must be 0), those where both
+   links were acknowledged (the fold then sets the later one aside), and those where the two
+   writers and the parent do not see the same head; then the same checks.
+
+The checks, after every kill and at the end of parts 2 and 3:
+- lost: acknowledged notes that `tables.notes` does not return, and acknowledged events that the
+  fold of the whole scope does not show (but those a later acknowledged forget erased with its note);
+- duplicated: ids held by more than one raw row of either table, read with Arrow before readers'
+  dedupe. tables.py says a retried append can leave such a row and readers keep the first; nothing
+  here retries an append, so a raw duplicate would come from the storage itself. Reported beside
+  it: ids that readers return twice (the fold's events, heads and history across a recall's chains,
+  a history's events), which stay 0 even with raw duplicates because readers keep one row per id;
+- corrupt: the store fails to open, count, recall or fold; a chain with no head where no member is
+  revoked; a recall or history naming a note that is not stored; a history whose heads differ from
+  the fold of the whole scope; a forgotten note that is still readable; a note whose cut forget
+  left it tombstoned yet readable, or neither; a forget that a retry cannot finish;
+- leaked bytes: for every acknowledged forget (the child's, or the parent's retry), the files under
+  the store whose bytes hold the note's secret (`secret-` and 32 hex digits, unique to each note;
+  the hex digits alone are searched) or the first 16 floats of its vector; each (note, file) pair
+  counts once. Each such file is classed as a data file a manifest names, an orphan data file that
+  no manifest names (left by a write a kill cut: README "Known limits"), an index file, or other.
+  The full-text index stores its terms compressed, so a byte search cannot see into it: a check
+  before each forget batch reports how many secrets the search finds in the files at all.
+
+Kills are random, so a narrow window inside a call is reached only by chance (each trial's record
+says what the kill landed in); a window of a few milliseconds can go unhit in a whole run.
+
+Not covered: power loss or a kernel crash (kill -9 leaves the page cache to be written, so whether
+Lance's commits survive an fsync-less crash is not tested); a full disk or I/O errors; s3:// stores;
+the HTTP transport; killing the server processes of part 2 (their clients end them cleanly); what
+the full-text index holds after a forget (compressed, see above).
+
+The embedder of parts 1 and 3 is a stand-in (64 dimensions from SHAKE-256 of each word, no model):
+the faults under test are in storage (appends, compaction, erasure), not in embeddings, and loading
+the real model would cost each of the 200+ child processes about 5 s. Part 2 runs the real server
+with its real model.
+
+Run from the repository root (14 minutes on a busy 2-core machine; --quick, 12 kills, 2 servers x 10
+writes and 4 race rounds, under 2 minutes):
+
+    .venv/bin/python bench/faults.py [--kills 210] [--servers 4] [--writes 50] [--race-rounds 20]
+                                     [--seed 0] [--quick] [--parts kill,servers,race] [--json PATH] [--dir PATH]
+
+It prints one row per part (trials, acknowledged calls, lost, duplicated, corrupt, leaked bytes,
+calls that failed inside the store, seconds), then what the kills landed in and every problem found;
+progress goes to stderr. --json writes the same figures with a record per trial; --dir keeps the
+stores and the children's logs there. Exits 1 if a lost, duplicated, corrupt or leaked figure is
+not 0, or a race round ended with no head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import math
+import os
+import queue
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from corrigenda.store import CorrigendaError, Draft, Embedder, Memory, NotFound
+from corrigenda.store.fold import fold
+from corrigenda.store.model import NoteState
+
+if TYPE_CHECKING:
+    from lancedb.table import Table
+    from mcp import Client
+
+CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
+SERVER_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+SCOPE = "faults"
+KILL_PHASES = ("writes", "compaction", "forget")
+# The longest wait before a kill, from when the child has the store open. On 2 cores a write
+# takes 20-80 ms and a forget about 100 ms, so a child does tens of writes, or a batch of eight
+# forgets, in that time: kills spread over the whole of its work.
+KILL_WITHIN_S = {"writes": 2.0, "compaction": 2.0, "forget": 1.0}
+CHILD_WAIT_S = 120.0  # for a child to open the store, or a race worker to answer
+RACE_LEAD_S = 0.05  # the two racing writers are told to start this far ahead, at the same moment
+SECRET = re.compile(r"secret-([0-9a-f]{32})")
+TOPICS = ("the cache TTL", "the service port", "the deploy branch", "the retry limit", "the log level")
+QUERY = "what is the cache TTL, the service port or the retry limit?"
+HISTORY_CHECKS = 60  # notes a check reads the history of: those the trial wrote, first
+VECTOR_FLOATS = 16  # how much of a forgotten note's vector the leak check looks for
+
+
+# -- the stand-in embedder ----------------------------------------------------------------------
+
+
+class StandInEmbedder:
+    """Not a model: each word adds a vector drawn from its SHAKE-256 digest, then the sum is scaled
+    to unit length. Deterministic and instant; texts sharing words point the same way, so recall
+    still finds entry points. Nothing here measures retrieval quality."""
+
+    name = "faults-stand-in-shake256-64"
+    dimension = 64
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = []
+        for text in texts:
+            sums = [0.0] * self.dimension
+            for word in text.lower().split():
+                for i, byte in enumerate(hashlib.shake_256(word.encode()).digest(self.dimension)):
+                    sums[i] += byte - 127.5
+            norm = math.sqrt(sum(x * x for x in sums)) or 1.0
+            vectors.append([x / norm for x in sums])
+        return vectors
+
+    def readable(self, text: str) -> bool:
+        return True
+
+
+def note_text(rng: random.Random, label: str) -> str:
+    """A note's text with its own secret, which the leak check looks for once the note is forgotten."""
+    return f"{label}: {rng.choice(TOPICS)} is {rng.randint(1, 9999)} (secret-{rng.getrandbits(128):032x})"
+
+
+# -- what was acknowledged ----------------------------------------------------------------------
+
+EventRecord = tuple[str, str | None, str]  # kind, src, dst
+
+
+@dataclass
+class Ledger:
+    """What a phase's store acknowledged: every note and event whose call returned, every forget."""
+
+    notes: dict[str, str] = field(default_factory=dict)  # note id → text
+    events: dict[str, EventRecord] = field(default_factory=dict)
+    forgotten: dict[str, str] = field(default_factory=dict)  # note id → text, for acknowledged forgets
+    retractable: list[str] = field(default_factory=list)  # revokes and supersedes events (to reinstate)
+
+    def acknowledge(self, op: str, ack: Mapping[str, Any]) -> None:
+        if op == "forget":
+            note = ack["note"]
+            self.forgotten[note] = self.notes.get(note, "")
+            return
+        if ack.get("note"):
+            self.notes[ack["note"]] = ack["text"]
+        for event_id, kind, src, dst in ack.get("events", []):
+            self.events[event_id] = (kind, src, dst)
+            if kind in ("revokes", "supersedes"):
+                self.retractable.append(event_id)
+
+    def live_notes(self) -> list[str]:
+        return [n for n in self.notes if n not in self.forgotten]
+
+    def expected_events(self) -> set[str]:
+        """Acknowledged events that must still be there: forget erases the events naming its note, and
+        those naming such an event (a reinstates of a revokes), but keeps its `forgets` tombstone."""
+        gone = set(self.forgotten)
+        first = {i for i, (kind, src, dst) in self.events.items() if kind != "forgets" and (src in gone or dst in gone)}
+        second = {i for i, (_, _, dst) in self.events.items() if dst in first}
+        return set(self.events) - first - second
+
+
+@dataclass
+class Pools:
+    """What a writer may name: notes anyone may use, events it may retract, and notes only it knows
+    (the only ones it forgets, so no other writer meets a note that vanished under it)."""
+
+    shared: list[str] = field(default_factory=list)
+    retractable: list[str] = field(default_factory=list)
+    mine: list[str] = field(default_factory=list)
+
+    def take(self, op: str, ack: Mapping[str, Any], private: bool = False) -> None:
+        """Add what an acknowledged write made; `private` keeps a remembered note to this writer."""
+        if op in ("remember", "correct"):
+            (self.mine if private and op == "remember" else self.shared).append(ack["note"])
+        self.retractable += [e[0] for e in ack["events"] if e[1] in ("revokes", "supersedes")]
+
+
+def choose_write(rng: random.Random, text: str, pools: Pools) -> tuple[str, dict[str, Any]]:
+    """A random write as a tool's name and arguments (the `Memory` method of that name takes the same)."""
+    shared, roll = pools.shared, rng.random()
+    if roll < 0.12 and pools.mine:
+        return "forget", {"note_id": pools.mine.pop(rng.randrange(len(pools.mine))), "reason": "the user asked"}
+    if roll < 0.30 and shared:
+        return "correct", {"note_id": rng.choice(shared), "text": text, "reason": "a newer value"}
+    if roll < 0.45 and len(shared) >= 2:
+        src, dst = rng.sample(shared, 2)
+        kind = rng.choice(["supersedes", "depends_on"])
+        return "link", {"src_id": src, "dst_id": dst, "kind": kind, "reason": "linked by the fault harness"}
+    if roll < 0.60 and shared:
+        return "revoke", {"note_id": rng.choice(shared + pools.mine), "reason": "found wrong"}
+    if roll < 0.72 and shared:
+        target = rng.choice(pools.retractable) if pools.retractable and rng.random() < 0.5 else rng.choice(shared)
+        return "reinstate", {"target_id": target, "reason": "the exclusion was a mistake"}
+    args: dict[str, Any] = {"text": text, "scope": SCOPE}
+    if shared and rng.random() < 0.15:
+        args.update(supersedes=[rng.choice(shared)], reason="a newer value")
+    elif shared and rng.random() < 0.2:
+        args.update(depends_on=[rng.choice(shared)])
+    return "remember", args
+
+
+def acknowledgement(op: str, answer: Mapping[str, Any]) -> dict[str, Any]:
+    """What a write's answer (a tool's structured content) acknowledges: its note and its events."""
+
+    def events(*found: Mapping[str, Any] | None) -> list[list[Any]]:
+        return [[e["id"], e["kind"], e["src"], e["dst"]] for e in found if e]
+
+    if op == "forget":
+        return {"note": answer["note_id"], "changed": answer["changed"], "events": []}
+    if op == "remember":
+        return {"note": answer["note"]["id"], "text": answer["note"]["text"], "events": events(*answer["events"])}
+    if op == "correct":
+        return {"note": answer["note"]["id"], "text": answer["note"]["text"], "events": events(answer["event"])}
+    return {"note": None, "events": events(answer["event"]) if answer["changed"] else []}
+
+
+def call_memory(memory: Memory, op: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """A write through the store's API, acknowledged from the answer a tool would give."""
+    return acknowledgement(op, getattr(memory, op)(**args).model_dump(mode="json"))
+
+
+# -- checking a store ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leak:
+    note: str
+    path: str  # relative to the store
+    holds: str  # "text", "vector" or both
+    file: str  # data file | orphan data file | index file | other
+
+
+@dataclass
+class Check:
+    """What one look at a store found."""
+
+    lost: set[str] = field(default_factory=set)
+    raw_duplicates: set[str] = field(default_factory=set)
+    visible_duplicates: set[str] = field(default_factory=set)
+    corrupt: list[str] = field(default_factory=list)
+    leaks: list[Leak] = field(default_factory=list)
+    dangling_edges: int = 0  # raw events naming a note never stored: a write cut before its commit point
+    notes: int = 0
+    events: int = 0
+
+
+def raw_ids(table: Table | None) -> Counter[str]:
+    if table is None:
+        return Counter()
+    for attempt in range(3):  # a file removed under the read by cleanup: read the latest version again
+        try:
+            return Counter(table.search().select(["id"]).limit(None).to_arrow()["id"].to_pylist())
+        except Exception:
+            if attempt == 2:
+                raise
+            table.checkout_latest()
+    raise AssertionError("unreachable")
+
+
+def raw_events(table: Table) -> list[dict[str, Any]]:
+    return table.search().select(["id", "kind", "src", "dst"]).limit(None).to_arrow().to_pylist()
+
+
+def check_store(
+    uri: str, embedder: Embedder, ledger: Ledger, touched: Sequence[str] = (), forgotten_now: Sequence[str] = ()
+) -> Check:
+    """Every check of the module docstring on the store as it is on disk, from a fresh `Memory`."""
+    found = Check()
+    try:
+        memory = Memory(uri, embedder)
+        counted = memory.tables.count()
+        found.notes, found.events = counted["notes"], counted["events"]
+        notes_table, events_table = memory.tables.notes_table(), memory.tables.events_table()
+        note_rows, event_rows = raw_ids(notes_table), raw_ids(events_table)
+    except Exception as exc:
+        found.corrupt.append(f"the store does not open or count: {exc!r}")
+        return found
+    found.raw_duplicates = {i for i, n in (note_rows + event_rows).items() if n > 1}
+
+    live = ledger.live_notes()
+    stored = {}
+    try:
+        for start in range(0, len(note_rows), 500):
+            stored.update(memory.tables.notes(list(note_rows)[start : start + 500]))
+        _, events = memory.tables.scope_events(SCOPE)
+        now = datetime.now(UTC) + timedelta(minutes=1)
+        folded = fold(stored.values(), events, now)
+    except Exception as exc:
+        found.corrupt.append(f"reading and folding the scope failed: {exc!r}")
+        return found
+
+    found.lost |= {n for n in live if n not in stored}
+    shown = Counter(e.id for e in folded.events)
+    found.visible_duplicates |= {i for i, n in shown.items() if n > 1}
+    found.lost |= ledger.expected_events() - set(shown)
+    found.dangling_edges = sum(
+        1
+        for row in raw_events(events_table)
+        if any(x is not None and x.startswith("n_") and x not in stored for x in (row["src"], row["dst"]))
+        and not any(x in ledger.forgotten for x in (row["src"], row["dst"]))
+    )
+    for note_id in ledger.forgotten:
+        if note_id in folded.notes:
+            found.corrupt.append(f"{note_id} was forgotten (acknowledged) but the fold still shows it")
+
+    chains_seen: set[str] = set()
+    for note_id in folded.notes:
+        chain = folded.chain(note_id)
+        if chain.id in chains_seen:
+            continue
+        chains_seen.add(chain.id)
+        if not chain.heads and not any(folded.state(m) is NoteState.REVOKED for m in chain.members):
+            found.corrupt.append(
+                f"chain {chain.id} ({len(chain.members)} notes) has no head and nothing in it is revoked"
+            )
+    for e in folded.events:
+        if folded.in_force(e) and any(
+            x is not None and x.startswith("n_") and x not in folded.notes for x in (e.src, e.dst)
+        ):
+            found.corrupt.append(f"in-force event {e.id} names a note that is not stored")
+
+    try:
+        recalled = memory.recall(QUERY, scope=SCOPE)
+    except Exception as exc:
+        found.corrupt.append(f"recall failed: {exc!r}")
+    else:
+        delivered = Counter(n.id for c in recalled.chains for n in [*c.heads, *(h.note for h in c.history)])
+        found.visible_duplicates |= {i for i, n in delivered.items() if n > 1}
+        named = set(delivered) | {p.id for c in recalled.chains for p in c.prerequisites}
+        for note_id in sorted(named - set(folded.notes)):
+            found.corrupt.append(f"recall delivered {note_id}, which is not a stored note")
+
+    for note_id in list(dict.fromkeys(touched))[:HISTORY_CHECKS]:
+        if note_id in ledger.forgotten or note_id not in stored:
+            continue  # checked above (lost, or forgotten)
+        try:
+            history = memory.history(note_id)
+        except Exception as exc:
+            found.corrupt.append(f"history({note_id}) failed: {exc!r}")
+            continue
+        event_ids = Counter(e.id for e in history.events)
+        found.visible_duplicates |= {i for i, n in event_ids.items() if n > 1}
+        heads = sorted(h.id for h in history.chain.heads)
+        if heads != sorted(folded.chain(note_id).heads):
+            found.corrupt.append(
+                f"history({note_id}) has heads {heads}, the fold of the scope {folded.chain(note_id).heads}"
+            )
+        for e in history.events:
+            for x in (e.src, e.dst):
+                if x is not None and x.startswith("n_") and x not in folded.notes:
+                    found.corrupt.append(f"history({note_id}) shows event {e.id} naming {x}, which is not stored")
+    for note_id in forgotten_now:
+        try:
+            memory.history(note_id)
+            found.corrupt.append(f"{note_id} was forgotten but history still reads it")
+        except NotFound:
+            pass
+        except Exception as exc:
+            found.corrupt.append(f"history({note_id}) of a forgotten note failed: {exc!r}")
+
+    found.leaks = leaks(uri, ledger.forgotten, embedder)
+    return found
+
+
+def store_files(uri: str) -> Iterator[tuple[str, bytes]]:
+    for folder, _, names in os.walk(uri):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                data = Path(path).read_bytes()
+            except FileNotFoundError:  # removed by a cleanup since the walk listed it
+                continue
+            yield os.path.relpath(path, uri), data
+
+
+def secret_of(text: str) -> bytes | None:
+    match = SECRET.search(text)
+    return match.group(1).encode() if match else None
+
+
+def leaks(uri: str, forgotten: Mapping[str, str], embedder: Embedder) -> list[Leak]:
+    """Files whose bytes hold a forgotten note's secret or the start of its vector."""
+    needles: dict[str, list[tuple[str, bytes]]] = {}
+    for note_id, text in forgotten.items():
+        secret = secret_of(text)
+        if secret is None:
+            continue
+        vector = array("f", embedder.embed([text])[0][:VECTOR_FLOATS]).tobytes()
+        needles[note_id] = [("text", secret), ("vector", vector)]
+    if not needles:
+        return []
+    files = list(store_files(uri))
+    manifests = b"".join(data for path, data in files if path.endswith(".manifest"))
+    found = []
+    for path, data in files:
+        for note_id, pairs in needles.items():
+            holds = [what for what, needle in pairs if needle in data]
+            if holds:
+                found.append(Leak(note_id, path, "+".join(holds), file_class(path, manifests)))
+    return found
+
+
+def file_class(path: str, manifests: bytes) -> str:
+    parts = Path(path).parts
+    if "data" in parts and path.endswith(".lance"):
+        return "data file" if Path(path).name.encode() in manifests else "orphan data file"
+    return "index file" if "_indices" in parts else "other"
+
+
+def sensitivity(uri: str, texts: Sequence[str], embedder: Embedder) -> dict[str, int]:
+    """How many of these stored notes' secrets and vectors a byte search finds in the store's files."""
+    blob = b"\n".join(data for _, data in store_files(uri))
+    found = {"notes": len(texts), "text found": 0, "vector found": 0}
+    for text in texts:
+        secret = secret_of(text)
+        found["text found"] += secret is not None and secret in blob
+        vector = array("f", embedder.embed([text])[0][:VECTOR_FLOATS]).tobytes()
+        found["vector found"] += vector in blob
+    return found
+
+
+# -- child processes ----------------------------------------------------------------------------
+
+
+class Say:
+    """One flushed JSON line per message on stdout; a lock keeps two threads' lines whole."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def __call__(self, **message: Any) -> None:
+        line = json.dumps(message) + "\n"
+        with self._lock:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+
+    def perform(self, op: str, work: Callable[[], dict[str, Any]], **detail: Any) -> dict[str, Any] | None:
+        """Announce a call, make it, and acknowledge it only once it returned."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        self(kind="begin", seq=seq, op=op, t=time.time(), **detail)
+        try:
+            ack = work()
+        except CorrigendaError as exc:
+            self(kind="refused", seq=seq, op=op, error=str(exc))
+            return None
+        except Exception as exc:
+            self(kind="failed", seq=seq, op=op, error=repr(exc))
+            return None
+        self(kind="ack", seq=seq, op=op, **ack)
+        return ack
+
+
+def write_forever(memory: Memory, rng: random.Random, known: Mapping[str, Any], say: Say, label: str) -> None:
+    pools = Pools(shared=list(known.get("notes", [])), retractable=list(known.get("retractable", [])))
+    for i in range(1, 1_000_000):
+        op, args = choose_write(rng, note_text(rng, f"{label} note {i}"), pools)
+        ack = say.perform(op, partial(call_memory, memory, op, args))
+        if ack is not None:
+            pools.take(op, ack)
+
+
+def compact_forever(memory: Memory, rng: random.Random, say: Say) -> None:
+    while True:
+        keep = timedelta(0) if rng.random() < 1 / 3 else None
+
+        def work(keep: timedelta | None = keep) -> dict[str, Any]:
+            ran = memory.tables.compact() if keep is None else memory.tables.compact(keep_versions_for=keep)
+            return {"ran": ran}
+
+        say.perform("compact", work, keep_versions_for="0" if keep is not None else "default")
+        time.sleep(rng.uniform(0.0, 0.05))
+
+
+def forget_each(memory: Memory, targets: Sequence[str], say: Say) -> None:
+    for note_id in targets:
+        args = {"note_id": note_id, "reason": "the user asked"}
+        say.perform("forget", partial(call_memory, memory, "forget", args), note=note_id)
+
+
+def race_worker(memory: Memory, say: Say) -> None:
+    """Commands on stdin: arm (read the scope, as a running server has), go (link), heads (read a chain)."""
+    armed: tuple[str, str] | None = None
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["cmd"] == "arm":
+            armed = (command["src"], command["dst"])
+            memory.history(armed[0])
+            say(kind="armed")
+        elif command["cmd"] == "go" and armed is not None:
+            time.sleep(max(0.0, command["at"] - time.time()))  # both writers start at the same moment
+            args = {"src_id": armed[0], "dst_id": armed[1], "kind": "supersedes", "reason": "the newer value"}
+            say.perform("link", partial(call_memory, memory, "link", args))
+        elif command["cmd"] == "heads":
+            try:
+                heads = [h.id for h in memory.history(command["note"]).chain.heads]
+            except Exception as exc:
+                say(kind="heads", heads=None, error=repr(exc))
+            else:
+                say(kind="heads", heads=heads)
+
+
+def child_main(args: argparse.Namespace) -> int:
+    importlib.import_module("lancedb")  # before "loaded": a kill's delay counts from an open store, not imports
+    say = Say()
+    say(kind="loaded")
+    known = json.loads(sys.stdin.readline())["known"]
+    memory = Memory(args.db, StandInEmbedder())
+    memory.stats()  # the store is open
+    rng = random.Random(args.child_seed)
+    say(kind="ready")
+    if args.child == "race":
+        race_worker(memory, say)
+    elif args.child == "forget":
+        forget_each(memory, known["targets"], say)
+        say(kind="idle")
+        time.sleep(3600)  # the kill still comes; it then landed after the work
+    else:
+        if args.child == "compaction":
+            compactor = random.Random(rng.random())
+            threading.Thread(target=compact_forever, args=(memory, compactor, say), daemon=True).start()
+        write_forever(memory, rng, known, say, f"{args.child} {args.child_seed:08x}")
+    return 0
+
+
+class Child:
+    """A child process of this script speaking JSON lines; every whole line it flushed is kept."""
+
+    def __init__(self, role: str, db: str, seed: int, log: Path) -> None:
+        """Spawn it; it imports what it needs and waits for `start`, so that can overlap other work."""
+        script = str(Path(__file__).resolve())
+        command = [sys.executable, script, "--child", role, "--db", db, "--child-seed", str(seed)]
+        self._log = log.open("w")
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=SERVER_ENV
+        )
+        self.messages: list[dict[str, Any]] = []  # in the order they arrived
+        self.torn = 0  # a line cut by the kill, or not JSON
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                message = json.loads(line) if line.endswith("\n") else None
+            except json.JSONDecodeError:
+                message = None
+            if message is None:
+                self.torn += 1
+            else:
+                self._queue.put(message)
+        self._queue.put(None)
+
+    def expect(self, kinds: set[str], timeout: float = CHILD_WAIT_S) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                message = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise RuntimeError(f"child {self.proc.pid} sent no {kinds} within {timeout:.0f} s") from None
+            if message is None:
+                raise RuntimeError(f"child {self.proc.pid} exited (code {self.proc.poll()}) before sending {kinds}")
+            self.messages.append(message)
+            if message["kind"] in kinds:
+                return message
+
+    def start(self, known: Mapping[str, Any]) -> None:
+        """Let it open the store and begin; returns once it has the store open."""
+        self.expect({"loaded"})
+        self.send(cmd="start", known=known)
+        self.expect({"ready"})
+
+    def send(self, **command: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> list[dict[str, Any]]:
+        """SIGKILL, then every line the child flushed before it died."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._reader.join()
+        while (message := self._queue.get()) is not None:
+            self.messages.append(message)
+        self._close()
+        return self.messages
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+        self._log.close()
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+@dataclass
+class PhaseResult:
+    phase: str
+    trials: int = 0
+    acknowledged: int = 0
+    acknowledged_by_op: Counter[str] = field(default_factory=Counter)
+    refused: int = 0
+    failed: list[str] = field(default_factory=list)  # calls that raised something other than a refusal
+    lost: dict[str, int] = field(default_factory=dict)  # id → first trial that missed it
+    raw_duplicates: dict[str, int] = field(default_factory=dict)
+    visible_duplicates: dict[str, int] = field(default_factory=dict)
+    corrupt: dict[str, int] = field(default_factory=dict)  # problem → first trial that found it
+    leaks: dict[tuple[str, str], tuple[Leak, int]] = field(default_factory=dict)  # → leak, first trial
+    in_flight: Counter[str] = field(default_factory=Counter)  # what each kill landed in
+    extra: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    last_check: Check | None = None
+
+    def absorb(self, check: Check, trial: int) -> None:
+        self.last_check = check
+        for ident in check.lost:
+            self.lost.setdefault(ident, trial)
+        for ident in check.raw_duplicates:
+            self.raw_duplicates.setdefault(ident, trial)
+        for ident in check.visible_duplicates:
+            self.visible_duplicates.setdefault(ident, trial)
+        for problem in check.corrupt:
+            self.corrupt.setdefault(problem, trial)
+        for leak in check.leaks:
+            self.leaks.setdefault((leak.note, leak.path), (leak, trial))
+
+    def count(self, messages: Sequence[Mapping[str, Any]], ledger: Ledger) -> list[str]:
+        """Take the acknowledgements into the ledger; return the notes they stored or forgot."""
+        touched = []
+        for m in messages:
+            if m["kind"] == "ack":
+                self.acknowledged += 1
+                self.acknowledged_by_op[m["op"]] += 1
+                if m["op"] != "compact":
+                    ledger.acknowledge(m["op"], m)
+                if m.get("note"):
+                    touched.append(m["note"])
+            elif m["kind"] == "refused":
+                self.refused += 1
+            elif m["kind"] == "failed":
+                self.failed.append(f"{m['op']}: {m['error']}")
+        return touched
+
+    def clean(self) -> bool:
+        return not (self.lost or self.raw_duplicates or self.corrupt or self.leaks)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "trials": self.trials,
+            "acknowledged": self.acknowledged,
+            "acknowledged_by_op": dict(self.acknowledged_by_op),
+            "lost": len(self.lost),
+            "duplicated": len(self.raw_duplicates),
+            "duplicated_as_readers_see": len(self.visible_duplicates),
+            "corrupt": len(self.corrupt),
+            "leaked_bytes": len(self.leaks),
+            "refused": self.refused,
+            "failed_calls": len(self.failed),
+            "seconds": round(self.seconds, 1),
+            "kills_landed_in": dict(self.in_flight),
+            "problems": {
+                "lost": self.lost,
+                "duplicated": self.raw_duplicates,
+                "duplicated_as_readers_see": self.visible_duplicates,
+                "corrupt": self.corrupt,
+                "leaks": [{**asdict(leak), "first_trial": trial} for leak, trial in self.leaks.values()],
+                "failed_calls": self.failed,
+            },
+            **self.extra,
+            "trials_detail": self.records,
+        }
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- part 1: kill -9 ----------------------------------------------------------------------------
+
+
+def seed_forget_batch(memory: Memory, rng: random.Random, ledger: Ledger, label: str) -> list[str]:
+    """Notes to forget, shaped like real ones: four share one data file with notes that stay, one
+    was corrected (and its correction is forgotten too), one is depended on, one was revoked and
+    reinstated. Fewer than 16 appends, so this process starts no compaction of its own (tables.py)."""
+    drafts = [(note_text(rng, f"{label} filler {i}"), False) for i in range(6)]
+    drafts += [(note_text(rng, f"{label} batch secret {i}"), True) for i in range(4)]
+    rng.shuffle(drafts)
+    imported = memory.import_notes([Draft(text=text) for text, _ in drafts], scope=SCOPE)
+    targets = []
+    for view, (_, secret) in zip(imported, drafts, strict=True):
+        ledger.acknowledge("import", {"note": view.id, "text": view.text, "events": []})
+        if secret:
+            targets.append(view.id)
+
+    def write(op: str, **args: Any) -> dict[str, Any]:
+        ack = call_memory(memory, op, args)
+        ledger.acknowledge(op, ack)
+        return ack
+
+    for i in range(3):
+        targets.append(write("remember", text=note_text(rng, f"{label} single secret {i}"), scope=SCOPE)["note"])
+    targets.append(write("correct", note_id=targets[0], text=note_text(rng, f"{label} fix"), reason="newer")["note"])
+    write("remember", text=note_text(rng, f"{label} dependant"), scope=SCOPE, depends_on=[targets[1]])
+    revoked = write("revoke", note_id=targets[2], reason="found wrong")["events"][0][0]
+    write("reinstate", target_id=revoked, reason="it was right after all")
+    rng.shuffle(targets)
+    return targets
+
+
+def run_child(
+    phase: str, db: str, child: Child, child_seed: int, delay: float, ledger: Ledger
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Give the child its notes, let it work, kill it after `delay`; what it printed, and a record."""
+    embedder = StandInEmbedder()
+    rng = random.Random(child_seed)
+    live, standing = ledger.live_notes(), ledger.expected_events()
+    known: dict[str, Any] = {"notes": rng.sample(live, min(40, len(live)))}
+    known["retractable"] = [e for e in ledger.retractable if e in standing][-20:]
+    record: dict[str, Any] = {"child_seed": child_seed, "delay_s": round(delay, 3)}
+    if phase == "forget":
+        known["targets"] = seed_forget_batch(Memory(db, embedder), rng, ledger, f"forget {child_seed:08x}")
+        record["detector"] = sensitivity(db, [ledger.notes[t] for t in known["targets"]], embedder)
+    started = time.perf_counter()
+    child.start(known)
+    record["start_s"] = round(time.perf_counter() - started, 2)
+    time.sleep(delay)
+    messages = child.kill()
+    record["torn_lines"] = child.torn
+    return messages, record
+
+
+def settle(
+    phase: str, db: str, trial: int, messages: list[dict[str, Any]], record: dict[str, Any], ledger: Ledger,
+    result: PhaseResult,
+) -> None:  # fmt: skip
+    """Take in what the killed child acknowledged, finish a forget it cut, and check the store."""
+    embedder = StandInEmbedder()
+    finished = {m["seq"] for m in messages if m["kind"] in ("ack", "refused", "failed")}
+    cut = [m for m in messages if m["kind"] == "begin" and m["seq"] not in finished]
+    landed = [m["op"] for m in cut] or ["idle" if any(m["kind"] == "idle" for m in messages) else "between calls"]
+    result.in_flight.update(landed)
+    touched = result.count(messages, ledger)
+    record.update(trial=trial, acknowledged=sum(m["kind"] == "ack" for m in messages), killed_in=landed)
+
+    forgotten_now = [m["note"] for m in messages if m["kind"] == "ack" and m["op"] == "forget"]
+    for m in cut:
+        if m["op"] == "forget":
+            forgotten_now.append(m["note"])
+            outcome = finish_forget(db, embedder, m["note"], ledger, result, trial)
+            record["cut_forget"] = {"note": m["note"], "outcome": outcome}
+
+    started = time.perf_counter()
+    check = check_store(db, embedder, ledger, touched, forgotten_now)
+    result.absorb(check, trial)
+    record.update(
+        check_s=round(time.perf_counter() - started, 2), notes=check.notes, events=check.events,
+        dangling_edges=check.dangling_edges, lost=len(check.lost), duplicated=len(check.raw_duplicates),
+        corrupt=len(check.corrupt), leaks=len(check.leaks),
+    )  # fmt: skip
+    result.records.append(record)
+    result.trials += 1
+    problems = len(check.lost) + len(check.raw_duplicates) + len(check.corrupt) + len(check.leaks)
+    progress(
+        f"{phase} {trial}: killed after {record['delay_s']:.2f} s in {', '.join(landed)}; "
+        f"{record['acknowledged']} acknowledged; {check.notes} notes, {check.events} events; "
+        f"{'ok' if problems == 0 else f'{problems} problem(s)'}"
+    )
+
+
+def finish_forget(db: str, embedder: Embedder, note_id: str, ledger: Ledger, result: PhaseResult, trial: int) -> str:
+    """A forget the kill cut: whole or gone, never half; then a retry must finish it."""
+    reader = Memory(db, embedder)
+    tombstoned = reader.tables.tombstone(note_id) is not None
+    try:
+        reader.history(note_id)
+        readable = True
+    except NotFound:
+        readable = False
+    if tombstoned == readable:
+        state = "tombstoned and still readable" if readable else "neither tombstoned nor readable"
+        result.corrupt.setdefault(f"forget({note_id}) cut by the kill left it {state}", trial)
+    try:
+        retry = reader.forget(note_id, reason="the user asked; the first call was cut by kill -9")
+    except Exception as exc:
+        result.corrupt.setdefault(f"retrying forget({note_id}) after the kill failed: {exc!r}", trial)
+        return "retry failed"
+    ledger.acknowledge("forget", {"note": note_id})
+    cut = "after the tombstone" if tombstoned else "before the tombstone"
+    outcome = f"cut {cut}; retry answered changed={str(retry.changed).lower()}"
+    result.extra.setdefault("cut_forgets", Counter())[outcome] += 1
+    return outcome
+
+
+def kill_phase(phase: str, root: Path, kills: int, seed: int) -> PhaseResult:
+    started = time.perf_counter()
+    rng = random.Random(f"{seed}/{phase}")
+    schedule = [(rng.getrandbits(32), rng.uniform(0.0, KILL_WITHIN_S[phase])) for _ in range(kills)]
+    db = str(root / phase / "store")
+    ledger = Ledger()
+    result = PhaseResult(f"kill -9: {phase}")
+    if phase != "forget":  # a few notes to work on from the first trial
+        seed_memory = Memory(db, StandInEmbedder())
+        for i in range(4):
+            args = {"text": note_text(rng, f"{phase} starting note {i}"), "scope": SCOPE}
+            ledger.acknowledge("remember", call_memory(seed_memory, "remember", args))
+
+    def spawn(trial: int) -> Child | None:  # trials count from 1
+        if trial > len(schedule):
+            return None
+        return Child(phase, db, schedule[trial - 1][0], root / phase / "logs" / f"{phase}-{trial:03d}.log")
+
+    child = spawn(1)
+    for trial, (child_seed, delay) in enumerate(schedule, 1):
+        assert child is not None
+        upcoming = spawn(trial + 1)  # it imports while this trial runs and is checked
+        try:
+            messages, record = run_child(phase, db, child, child_seed, delay, ledger)
+        except RuntimeError as exc:  # it died before opening the store: a fault, but not one of the kills
+            child.stop()
+            result.corrupt.setdefault(f"a child could not open the store: {exc}", trial)
+        else:
+            settle(phase, db, trial, messages, record, ledger, result)
+        child = upcoming
+    standing(result, ledger)
+    if "cut_forgets" in result.extra:
+        result.extra["cut_forgets"] = dict(result.extra["cut_forgets"])
+    detectors = [r["detector"] for r in result.records if "detector" in r]
+    if detectors:
+        result.extra["detector"] = {k: sum(d[k] for d in detectors) for k in detectors[0]}
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def standing(result: PhaseResult, ledger: Ledger) -> None:
+    """What the phase ends with: rows stored (from the last check) against what was acknowledged and
+    not forgotten; stored can be more, since a call cut after its commit point lands unacknowledged."""
+    last = result.last_check or Check()
+    result.extra["forgotten"] = len(ledger.forgotten)
+    result.extra["at_end"] = {
+        "notes stored": last.notes, "acknowledged and standing": len(ledger.live_notes()),
+        "events stored": last.events, "acknowledged events standing": len(ledger.expected_events()),
+        "dangling edges": last.dangling_edges,
+    }  # fmt: skip
+
+
+# -- part 2: several servers --------------------------------------------------------------------
+
+
+async def drive_server(
+    k: int, db: str, writes: int, rng: random.Random, pools: Pools, ledger: Ledger, result: PhaseResult
+) -> None:
+    """One real server process, written to by its own client; `pools` shares notes between servers."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=CORRIGENDA, args=["serve", "--db", db, "--scope", SCOPE], env=SERVER_ENV)
+    mine = Pools(shared=pools.shared, retractable=pools.retractable)  # its own notes to forget
+    async with Client(params) as client:
+        for i in range(writes):
+            op, args = choose_write(rng, note_text(rng, f"server {k} write {i}"), mine)
+            message = await call_tool(client, op, args)
+            result.count([message], ledger)
+            if message["kind"] == "ack":
+                mine.take(op, message, private=rng.random() < 0.5)
+
+
+async def call_tool(client: Client, op: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A tool call, as the message a child would have printed for it."""
+    answer = await client.call_tool(op, args)
+    if answer.is_error:
+        text = " ".join(getattr(c, "text", "") for c in answer.content)
+        # the server maps a store refusal to its message, anything else to "... failed inside the store"
+        kind = "failed" if "failed inside the store" in text else "refused"
+        return {"kind": kind, "op": op, "error": text}
+    assert answer.structured_content is not None
+    return {"kind": "ack", "op": op, **acknowledgement(op, answer.structured_content)}
+
+
+def servers_phase(root: Path, servers: int, writes: int, seed: int) -> PhaseResult:
+    import anyio
+    from corrigenda.store import SentenceTransformerEmbedder
+
+    started = time.perf_counter()
+    db = str(root / "servers" / "store")
+    ledger = Ledger()
+    pools = Pools()
+    result = PhaseResult(f"{servers} servers x {writes} writes")
+
+    async def run() -> None:
+        async with anyio.create_task_group() as group:
+            for k in range(servers):
+                rng = random.Random(f"{seed}/server/{k}")
+                group.start_soon(drive_server, k, db, writes, rng, pools, ledger, result)
+
+    anyio.run(run)
+    result.extra["writes_seconds"] = round(time.perf_counter() - started, 1)
+    progress(f"servers: {result.acknowledged} writes acknowledged in {result.extra['writes_seconds']} s; checking")
+    check = check_store(db, SentenceTransformerEmbedder(), ledger, ledger.live_notes(), list(ledger.forgotten))
+    result.absorb(check, 1)
+    result.trials = servers
+    standing(result, ledger)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# -- part 3: the cycle race ---------------------------------------------------------------------
+
+
+def race_phase(root: Path, rounds: int, seed: int) -> PhaseResult:
+    started = time.perf_counter()
+    rng = random.Random(f"{seed}/race")
+    db = str(root / "race" / "store")
+    embedder = StandInEmbedder()
+    memory = Memory(db, embedder)
+    ledger = Ledger()
+    result = PhaseResult("cycle race")
+    gaps: list[float] = []  # between the two writers' starts, per round
+    counts = Counter({"both linked": 0, "one refused as a cycle": 0, "no head": 0, "readers disagree": 0})
+    workers = [Child("race", db, rng.getrandbits(32), root / "race" / f"worker-{i}.log") for i in range(2)]
+    try:
+        for w in workers:
+            w.start({})
+        for r in range(rounds):
+            x, y = (
+                call_memory(memory, "remember", {"text": note_text(rng, f"race {r}"), "scope": SCOPE}) for _ in "xy"
+            )
+            for made in (x, y):
+                ledger.acknowledge("remember", made)
+            pairs = ((x["note"], y["note"]), (y["note"], x["note"]))
+            for w, (src, dst) in zip(workers, pairs, strict=True):
+                w.send(cmd="arm", src=src, dst=dst)
+            for w in workers:
+                w.expect({"armed"})
+            at = time.time() + RACE_LEAD_S
+            for w in workers:
+                w.send(cmd="go", at=at)
+            answers = [w.expect({"ack", "refused", "failed"}) for w in workers]
+            result.count(answers, ledger)
+            linked = sum(a["kind"] == "ack" for a in answers)
+            counts["both linked"] += linked == 2
+            counts["one refused as a cycle"] += linked == 1 and any("cycle" in a.get("error", "") for a in answers)
+            views = []
+            for w in workers:
+                w.send(cmd="heads", note=x["note"])
+                seen = w.expect({"heads"})
+                if seen["heads"] is None:
+                    result.corrupt.setdefault(f"a racing writer could not read the chain: {seen['error']}", r + 1)
+                views.append(tuple(seen["heads"] or ()))
+            views.append(tuple(h.id for h in memory.history(x["note"]).chain.heads))
+            counts["no head"] += any(not v for v in views)
+            counts["readers disagree"] += len(set(views)) > 1
+            began = [next(m["t"] for m in reversed(w.messages) if m["kind"] == "begin") for w in workers]
+            gaps.append(abs(began[0] - began[1]) * 1000)
+            result.records.append(
+                {"round": r, "outcomes": [a["kind"] for a in answers], "heads": [list(v) for v in views],
+                 "start_gap_ms": round(gaps[-1], 2)}
+            )  # fmt: skip
+    finally:
+        for w in workers:
+            w.stop()
+    check = check_store(db, embedder, ledger, ledger.live_notes())
+    result.absorb(check, rounds)
+    result.trials = rounds
+    standing(result, ledger)
+    result.extra["rounds"] = dict(counts)
+    if gaps:
+        result.extra["writers_start_gap_ms"] = {"median": round(statistics.median(gaps), 2), "max": round(max(gaps), 2)}
+    if counts["no head"]:
+        result.corrupt.setdefault(f"{counts['no head']} race round(s) ended with no current note", rounds)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+# -- reporting ----------------------------------------------------------------------------------
+
+# what a phase adds to its summary, printed under the table in this order
+EXTRAS = ("cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end")
+COLUMNS = ("phase", "trials", "acknowledged", "lost", "duplicated", "corrupt", "leaked bytes", "failed", "seconds")
+
+
+def table(results: Sequence[PhaseResult]) -> str:
+    rows = [
+        (
+            r.phase, str(r.trials), str(r.acknowledged), str(len(r.lost)), str(len(r.raw_duplicates)),
+            str(len(r.corrupt)), str(len(r.leaks)), str(len(r.failed)), f"{r.seconds:.0f}",
+        )
+        for r in results
+    ]  # fmt: skip
+    widths = [max([len(c), *(len(row[i]) for row in rows)]) for i, c in enumerate(COLUMNS)]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(COLUMNS, widths, strict=True)))
+    ]
+    for row in rows:
+        lines.append(
+            "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True)))
+        )
+    return "\n".join(lines)
+
+
+def report(results: Sequence[PhaseResult], settings: Mapping[str, Any], seconds: float) -> str:
+    parts = settings["parts"].split(",")
+    planned = {
+        "kill": f"{settings['kills']} kills ({settings['kills_per_phase']} per phase)",
+        "servers": f"{settings['servers']} servers x {settings['writes']} writes",
+        "race": f"{settings['race_rounds']} race rounds",
+    }
+    out = [
+        f"faults: seed {settings['seed']}; {', '.join(planned[p] for p in planned if p in parts)}; "
+        f"whole run {seconds:.0f} s",
+        f"kill phases and race: stand-in embedder {StandInEmbedder.name} (the faults are in storage, and the real "
+        "model costs each child process ~5 s); servers: the real server and model",
+        "",
+        table(results),
+        "",
+        "acknowledged: calls that returned (compactions included); lost: acknowledged notes/events not visible; "
+        "duplicated: ids in more than one raw row; corrupt: distinct problems; leaked bytes: (forgotten note, file) "
+        "pairs whose bytes hold its secret or vector; failed: calls that raised something other than a refusal",
+    ]
+    for r in results:
+        out.append("")
+        out.append(f"{r.phase}: acknowledged {dict(r.acknowledged_by_op)}; refused {r.refused}")
+        if r.in_flight:
+            out.append(f"  kills landed in: {dict(r.in_flight.most_common())}")
+        for key in EXTRAS:
+            if key in r.extra:
+                out.append(f"  {key.replace('_', ' ')}: {r.extra[key]}")
+        if len(r.visible_duplicates) != len(r.raw_duplicates):
+            out.append(
+                f"  duplicated as readers see them: {len(r.visible_duplicates)} (raw rows {len(r.raw_duplicates)}; "
+                "readers keep the first row of each id)"
+            )
+        for title, found in (("lost", r.lost), ("duplicated", r.raw_duplicates), ("corrupt", r.corrupt)):
+            for what, trial in list(found.items())[:10]:
+                out.append(f"  {title} (first in trial {trial}): {what}")
+            if len(found) > 10:
+                out.append(f"  … {len(found) - 10} more {title}")
+        cut = {rec["cut_forget"]["note"]: rec["cut_forget"]["outcome"] for rec in r.records if "cut_forget" in rec}
+        for leak, trial in list(r.leaks.values())[:10]:
+            how = f"its forget was {cut[leak.note]}" if leak.note in cut else "its forget was acknowledged"
+            out.append(
+                f"  leaked (first in trial {trial}): {leak.note} {leak.holds} in {leak.path} ({leak.file}); {how}"
+            )
+        if r.leaks:
+            kinds = Counter(leak.file for leak, _ in r.leaks.values())
+            cut_notes = len({leak.note for leak, _ in r.leaks.values() if leak.note in cut})
+            out.append(
+                f"  leaks by file: {dict(kinds)}; notes: {len({k[0] for k in r.leaks})}, "
+                f"of which the kill cut their forget: {cut_notes}"
+            )
+        for failure in r.failed[:5]:
+            out.append(f"  failed: {failure[:300]}")
+    return "\n".join(out)
+
+
+@contextmanager
+def workdir(path: Path | None) -> Iterator[Path]:
+    if path is not None:
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="corrigenda-faults-") as tmp:
+        yield Path(tmp)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--kills", type=int, default=210, help="kill -9 trials in all, split over the three phases")
+    parser.add_argument("--servers", type=int, default=4, help="server processes on one store")
+    parser.add_argument("--writes", type=int, default=50, help="writes per server")
+    parser.add_argument("--race-rounds", type=int, default=20, help="rounds of the cycle race")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="12 kills, 2 servers x 10 writes, 4 race rounds")
+    parser.add_argument("--json", type=Path, help="also write every figure and per-trial record here")
+    parser.add_argument("--dir", type=Path, help="keep the stores and child logs here (default: a temp dir)")
+    parser.add_argument(
+        "--parts", default="kill,servers,race", help="which parts to run, comma-separated (default: all three)"
+    )
+    parser.add_argument("--child", choices=[*KILL_PHASES, "race"], help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    parser.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child_main(args)
+    if args.quick:
+        args.kills, args.servers, args.writes, args.race_rounds = 12, 2, 10, 4
+    per_phase = max(1, args.kills // len(KILL_PHASES))
+    settings = {
+        "seed": args.seed, "kills": per_phase * len(KILL_PHASES), "kills_per_phase": per_phase,
+        "servers": args.servers, "writes": args.writes, "race_rounds": args.race_rounds,
+        "kill_within_s": KILL_WITHIN_S, "embedder": StandInEmbedder.name, "parts": args.parts,
+    }  # fmt: skip
+    parts = set(args.parts.split(","))
+    if not parts <= {"kill", "servers", "race"}:
+        parser.error(f"--parts takes kill, servers and race, not {args.parts!r}")
+
+    started = time.perf_counter()
+    results = []
+    with workdir(args.dir) as root:
+        for phase in KILL_PHASES if "kill" in parts else ():
+            (root / phase / "logs").mkdir(parents=True, exist_ok=True)
+            results.append(kill_phase(phase, root, per_phase, args.seed))
+        if "servers" in parts:
+            (root / "servers").mkdir(parents=True, exist_ok=True)
+            results.append(servers_phase(root, args.servers, args.writes, args.seed))
+        if "race" in parts:
+            (root / "race").mkdir(parents=True, exist_ok=True)
+            results.append(race_phase(root, args.race_rounds, args.seed))
+    seconds = time.perf_counter() - started
+
+    print(report(results, settings, seconds))
+    if args.json:
+        payload = {"settings": settings, "runtime_s": round(seconds, 1), "phases": [r.summary() for r in results]}
+        args.json.write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n", encoding="utf-8")
+    return 0 if all(r.clean() for r in results) else 1
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, tuple | set):
+        return list(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

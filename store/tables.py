@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,10 +61,15 @@ ERASE_WAIT = 120.0
 # A read that meets a file removed by another process's cleanup checks out the latest version
 # and tries again, this many times.
 READ_RETRIES = 3
-# The notes table gets a vector index once it holds this many rows, with a partition per this
-# many rows (both chosen by bench/scale.py: README, "Measured").
-VECTOR_INDEX_AT = 50_000
-VECTOR_PARTITION_ROWS = 10_000
+# The notes table gets a vector index (IVF_SQ, square-root-of-rows partitions) once it holds this
+# many rows; a scope smaller than this is searched exactly even then. A search probes this many
+# partitions and re-ranks this many times the candidates it needs with the full vectors. All
+# chosen by measurement (README, "Measured": recall@20 against exact search, and latency).
+VECTOR_INDEX_AT = 10_000
+VECTOR_PROBES = 50
+VECTOR_REFINE = 2
+# How long a count of a scope's notes (or the absence of a vector index) is trusted.
+SCOPE_SIZE_TTL = 30.0
 # Compact once this many rows of a table are outside its indexes (searched without them).
 REINDEX_AT = 1024
 # Scalar indexes: every filter names one of these columns (see where.py).
@@ -198,6 +205,9 @@ class Tables:
         self._compact_lock = threading.Lock()
         self._writes_since_check = 0
         self._indexed = False  # whether this process has made sure the notes table's indexes exist
+        self._vector_indexed = False
+        self._vector_index_checked = -SCOPE_SIZE_TTL  # time.monotonic() of the last look
+        self._scope_rows: dict[str, tuple[float, int]] = {}  # scope -> (when counted, notes)
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -335,7 +345,7 @@ class Tables:
         tombstone), from the live data and from every file on disk. Returns the events removed.
 
         Lance only marks a deleted row as deleted until enough of its file is; so each file that
-        held one is rewritten without it, and older versions (which still hold it) are removed.
+        holds one is rewritten without it, and older versions (which still hold it) are removed.
         Waits for another process's compaction rather than skip the erasure.
         """
         path = self._lock_path()
@@ -351,22 +361,20 @@ class Tables:
             removed = sorted(set(first) | set(second["id"].to_pylist()))
             notes = self.notes_table()
             if notes is not None:
-                self._erase_rows(notes, where.id_in([note_id]))
+                notes.delete(where.id_in([note_id]))
             if removed:
-                self._erase_rows(events, where.id_in(removed))
-            for table in self._tables().values():
+                events.delete(where.id_in(removed))
+            for name, table in self._tables().items():
+                # Rewrite every file holding a deleted row, this call's or an interrupted call's
+                # (whose delete landed but whose rewrite did not), then the indexes, then drop the
+                # versions that still hold the rows.
                 dataset = self._dataset(table)
-                dataset.optimize.optimize_indices()  # index files that held the rows are rewritten too
+                dataset.optimize.compact_files(
+                    target_rows_per_fragment=FRAGMENT_ROWS[name], materialize_deletions_threshold=0.0
+                )
+                dataset.optimize.optimize_indices()
                 self._clean(self._dataset(table), timedelta(0))
             return removed
-
-    @staticmethod
-    def _erase_rows(table: Table, clause: str) -> None:
-        rows = table.search().where(clause).with_row_id(True).select(["id"]).limit(None).to_arrow()
-        fragments = sorted({int(r) >> 32 for r in rows["_rowid"].to_pylist()})
-        table.delete(clause)
-        for fragment in fragments:  # rewrite what the fragment still holds, so its old file goes
-            table.update(where=where.in_fragment(fragment), values_sql={"id": "id"})
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -443,8 +451,29 @@ class Tables:
             .select([*_NOTE_COLUMNS, "dense_ok", "_distance"])
             .limit(limit)
         )
+        if self._searched_exactly(table, scope):
+            query = query.bypass_vector_index()
+        else:  # the full vectors of the candidates re-rank them, so similarities are exact
+            query = query.nprobes(VECTOR_PROBES).refine_factor(VECTOR_REFINE)
         rows = self._read(lambda: query.to_arrow().to_pylist())
         return [DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"])) for r in _first_of_each_id(rows)]
+
+    def _searched_exactly(self, table: Table, scope: str) -> bool:
+        """Whether a scope's vectors are searched without the index: while there is none, and for a
+        scope too small to have earned one, whose rows are scattered over the index's partitions."""
+        now = time.monotonic()
+        if not self._vector_indexed:
+            if now - self._vector_index_checked < SCOPE_SIZE_TTL:
+                return True
+            self._vector_index_checked = now
+            self._vector_indexed = any(index.columns == ["vector"] for index in table.list_indices())
+            if not self._vector_indexed:
+                return True
+        checked, rows = self._scope_rows.get(scope, (-SCOPE_SIZE_TTL, 0))
+        if now - checked >= SCOPE_SIZE_TTL:
+            rows = self._read(lambda: table.count_rows(where.scope_is(scope)))
+            self._scope_rows[scope] = (now, rows)
+        return rows < VECTOR_INDEX_AT
 
     def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[TextHit]:
         from lancedb.query import MatchQuery
@@ -538,12 +567,10 @@ class Tables:
         rows added after the index are searched exactly until the next compaction indexes them)."""
         if not self._vector_index_due(table):
             return
-        from lancedb.index import IvfHnswSq
+        from lancedb.index import IvfSq
 
-        rows = table.count_rows()
-        table.create_index(
-            "vector", config=IvfHnswSq(distance_type="cosine", num_partitions=max(1, rows // VECTOR_PARTITION_ROWS))
-        )
+        partitions = max(1, math.isqrt(table.count_rows()))
+        table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
 
     def _clean(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
         """Delete the versions older than `keep_versions_for`, then every file that no remaining

@@ -73,13 +73,6 @@ def naming(note_id: str) -> str:
     return f"src = {quoted} OR dst = {quoted}"
 
 
-def in_fragment(fragment: int) -> str:
-    """Rows stored in one data fragment (a row id is the fragment's number, then the row's offset)."""
-    if not isinstance(fragment, int) or fragment < 0:
-        raise ValueError(f"not a fragment number: {fragment!r}")
-    return f"_rowid >= {fragment << 32} AND _rowid < {(fragment + 1) << 32}"
-
-
 def kind_is(kind: str) -> str:
     if not kind.isidentifier():
         raise ValueError(f"not an event kind: {kind!r}")

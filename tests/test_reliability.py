@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder
+from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder, tables
 from corrigenda.store.model import NoteState
 from corrigenda.store.tables import EVENTS, NOTES, Tables
 from lancedb.table import LanceTable
@@ -120,9 +120,15 @@ def file_bytes(root: str) -> bytes:
     return b"\n".join(chunks)
 
 
-def test_forget_erases_the_text_and_vector_from_every_file(memory: Memory) -> None:
+@pytest.mark.parametrize("indexed", [False, True], ids=["exact", "vector-index"])
+def test_forget_erases_the_text_and_vector_from_every_file(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, indexed: bool
+) -> None:
+    monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100 if indexed else 10**9)
     memory.import_notes([Draft(text=f"Filler note {i} about the weather in town {i}") for i in range(199)])
     secret = memory.remember("The locker code is zebra-4471-quartz", depends_on=[]).note
+    memory.tables.compact()
+    index_files = set(Path(memory.tables.uri, "notes.lance", "_indices").rglob("*"))
     dependant = memory.remember("The spare key is in the locker", depends_on=[secret.id]).note
     memory.revoke(secret.id, reason="a test event that names it")
     memory.reinstate(secret.id, reason="and one that names that event's note")
@@ -134,6 +140,7 @@ def test_forget_erases_the_text_and_vector_from_every_file(memory: Memory) -> No
     stored = file_bytes(memory.tables.uri)
     assert b"zebra-4471-quartz" not in stored and b"4471" not in stored  # (the tombstone keeps the id, not the text)
     assert vector.astype(np.float32).tobytes()[:64] not in stored
+    assert not index_files & set(Path(memory.tables.uri, "notes.lance", "_indices").rglob("*"))  # every index rewritten
     assert memory.stats()["notes"] == 200  # the 199 fillers and the dependant, untouched
     assert memory.history(dependant.id).chain.prerequisites == []  # nothing names the forgotten note
 
@@ -168,6 +175,29 @@ def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
     assert not retry.changed and len(retry.events_removed) == 1  # the supersedes edge
     assert b"555-0142" not in file_bytes(memory.tables.uri)
     assert memory.history(old.id).note.state is NoteState.ACTIVE
+
+
+def test_a_forget_cut_after_its_delete_is_finished_by_the_retry(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory.import_notes([Draft(text=f"Filler note {i} about the harbour tides") for i in range(30)])
+    secret = memory.remember("The safe combination is 31-07-88-kestrel").note
+    real = LanceTable.delete
+
+    def delete_then_die(self: LanceTable, where: str) -> Any:
+        real(self, where)
+        raise Cut("killed after the delete landed, before any file was rewritten")
+
+    monkeypatch.setattr(LanceTable, "delete", delete_then_die)
+    with pytest.raises(Cut):
+        memory.forget(secret.id, reason="the user asked")
+    monkeypatch.undo()
+    assert b"kestrel" in file_bytes(memory.tables.uri)  # deleted is only marked deleted (1 row of 31)
+
+    retry = Memory(memory.tables.uri, memory.embedder).forget(secret.id, reason="the user asked, again")
+    assert not retry.changed
+    assert b"kestrel" not in file_bytes(memory.tables.uri)
+    assert memory.stats()["notes"] == 30
 
 
 HOLD_LOCK = """

@@ -124,3 +124,34 @@ def test_every_column_a_filter_uses_is_indexed_and_searches_use_the_index(memory
     assert {c for index in events.list_indices() for c in index.columns} == {"id", "scope", "src", "dst"}
     plan = notes.search([0.0] * 384, vector_column_name="vector").where(where.in_scope("ops"), prefilter=True)
     assert "ScalarIndexQuery: query=[scope = ops]@scope_idx" in plan.explain_plan(verbose=True)
+
+
+def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactly(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 300)
+    topics = ["the release train", "the staging cluster", "the billing export", "the VPN gateway", "the docs site"]
+    memory.import_notes([Draft(text=f"Note {i}: {topics[i % 5]} runs on host {i}") for i in range(400)], scope="big")
+    memory.import_notes([Draft(text=f"Small note {i} about {topics[i % 5]}") for i in range(20)], scope="small")
+    assert memory.tables.upkeep_due()  # 420 rows, no vector index yet
+    assert memory.tables.compact()
+    notes = memory.tables.notes_table()
+    assert notes is not None
+    assert [i.index_type for i in notes.list_indices() if i.columns == ["vector"]] == ["IvfSq"]
+    assert not memory.tables.upkeep_due()
+
+    vector = memory.embedder.embed(["which host runs the billing export?"])[0]
+    approximate = memory.tables.vector_search(vector, "big", None, 20)
+    exact = (
+        notes.search(vector, vector_column_name="vector")
+        .distance_type("cosine")
+        .where(where.scope_is("big"), prefilter=True)
+        .bypass_vector_index()
+        .limit(20)
+        .to_arrow()
+    )
+    assert len({h.note.id for h in approximate} & set(exact["id"].to_pylist())) >= 19
+    for hit, distance in zip(approximate[:5], exact["_distance"].to_pylist()[:5], strict=True):
+        assert hit.similarity == pytest.approx(1 - distance, abs=1e-5)  # re-ranked on the full vectors
+    assert memory.tables._searched_exactly(notes, "small") and not memory.tables._searched_exactly(notes, "big")
+    assert {h.note.scope for h in memory.tables.vector_search(vector, "small", None, 20)} == {"small"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import socket
 import sys
 from typing import Any
 
@@ -91,8 +92,14 @@ def serve_http(server: MCPServer[Any], settings: Settings) -> None:
         )
     security = transport_security(settings)
     access = "bearer token required (CORRIGENDA_TOKEN)" if settings.token else "no token (loopback only)"
+    hint = ""
+    if not settings.allowed_hosts and not is_loopback(settings.host):
+        hint = (
+            "; a client that reaches this machine by another name or address gets 421 until it is listed "
+            f"in CORRIGENDA_ALLOWED_HOSTS (e.g. {netloc(socket.gethostname(), settings.port)})"
+        )
     sys.stderr.write(
-        f"corrigenda: listening on http://{where}{PATH}; {access}; allowed Host: {', '.join(security.allowed_hosts)}\n"
+        f"corrigenda: listening on http://{where}{PATH}; {access}; allowed Host: {', '.join(security.allowed_hosts)}{hint}\n"
     )
     sys.stderr.flush()
     server.run(

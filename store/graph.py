@@ -72,10 +72,6 @@ class ScopeGraph:
             found |= self.naming.get(event_id, set())
         return [self.events[i] for i in found]
 
-    def naming_note(self, note_id: str) -> list[Event]:
-        """Events that name this note, and those that name them: what `forget` removes with it."""
-        return self.around([note_id])
-
 
 class Graphs:
     """The graphs of the scopes this process has touched, refreshed as the module docstring says."""

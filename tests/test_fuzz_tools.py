@@ -147,26 +147,17 @@ FUZZ = settings(
 
 
 @pytest.mark.parametrize("name", TOOLS)
+@pytest.mark.parametrize("mode", ["valid per the schema", "broken in one way"])
 @FUZZ
 @given(data=st.data())
-def test_arguments_valid_per_the_schema_are_served_or_refused_by_name(
-    fuzzed: Fuzzed, name: str, data: st.DataObject
+def test_fuzzed_arguments_are_served_or_refused_by_name(
+    fuzzed: Fuzzed, name: str, mode: str, data: st.DataObject
 ) -> None:
     tool = fuzzed.tools[name]
     drawn = data.draw(fuzzed.valid[name], label="arguments")
     assert Draft202012Validator(tool.input_schema).is_valid(drawn)
-    check(fuzzed, tool, with_real_ids(data, fuzzed, drawn))
-
-
-@pytest.mark.parametrize("name", TOOLS)
-@FUZZ
-@given(data=st.data())
-def test_arguments_broken_in_one_way_are_refused_by_name_or_served(
-    fuzzed: Fuzzed, name: str, data: st.DataObject
-) -> None:
-    tool = fuzzed.tools[name]
-    valid = with_real_ids(data, fuzzed, data.draw(fuzzed.valid[name], label="valid"))
-    check(fuzzed, tool, broken(data, tool, valid))
+    arguments = with_real_ids(data, fuzzed, drawn)
+    check(fuzzed, tool, arguments if mode == "valid per the schema" else broken(data, tool, arguments))
 
 
 def test_every_tool_is_fuzzed(fuzzed: Fuzzed) -> None:

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import select
-import socket
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import httpx2
 import pytest
@@ -21,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .conftest import call
-from .test_processes import CORRIGENDA, ENV, _free_port
+from .test_processes import CORRIGENDA, ENV, Running, _free_port, serve_http
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 INITIALIZE = {
@@ -32,45 +29,15 @@ INITIALIZE = {
 }
 
 
-@dataclass
-class Running:
-    port: int
-    proc: subprocess.Popen[bytes]
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"  # whatever the bind address: connect over loopback only
-
-
-def _serve(db: str, host: str, env: dict[str, str]) -> Iterator[Running]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [CORRIGENDA, "serve", "--transport", "http", "--host", host, "--port", str(port), "--db", db],
-        env={**ENV, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "server exited"
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        yield Running(port, proc)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
 @pytest.fixture
 def exposed(db: str) -> Iterator[Running]:
     """Bound to every interface, with a token."""
-    yield from _serve(db, "0.0.0.0", {"CORRIGENDA_TOKEN": TOKEN})
+    yield from serve_http(db, "--host", "0.0.0.0", env={"CORRIGENDA_TOKEN": TOKEN})
 
 
 @pytest.fixture
 def local_with_token(db: str) -> Iterator[Running]:
-    yield from _serve(db, "127.0.0.1", {"CORRIGENDA_TOKEN": TOKEN})
+    yield from serve_http(db, "--host", "127.0.0.1", env={"CORRIGENDA_TOKEN": TOKEN})
 
 
 def post(url: str, headers: dict[str, str]) -> httpx2.Response:
@@ -165,7 +132,7 @@ def test_on_loopback_a_token_that_is_set_is_enforced(local_with_token: Running) 
 
 
 def test_on_loopback_without_a_token_foreign_hosts_and_origins_are_refused(db: str) -> None:
-    for running in _serve(db, "127.0.0.1", {}):
+    for running in serve_http(db, "--host", "127.0.0.1"):
         assert "no token" in first_stderr_line(running.proc)
         assert post(running.url, {}).status_code == 200
         assert post(running.url, {"Host": "evil.example"}).status_code == 421
@@ -179,7 +146,7 @@ def test_allowed_hosts_and_origins_come_from_the_environment(db: str) -> None:
         "CORRIGENDA_ALLOWED_ORIGINS": "https://memory.internal:8443",
     }
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    for running in _serve(db, "0.0.0.0", env):
+    for running in serve_http(db, "--host", "0.0.0.0", env=env):
         assert post(running.url, {**auth, "Host": "memory.internal:8443"}).status_code == 200
         assert post(running.url, {**auth, "Origin": "https://memory.internal:8443"}).status_code == 200
         assert post(running.url, {**auth, "Host": f"localhost:{running.port}"}).status_code == 421  # replaced

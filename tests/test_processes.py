@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def http_server(db: str) -> Iterator[str]:
+@dataclass
+class Running:
+    port: int
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"  # whatever the bind address: connect over loopback only
+
+
+def serve_http(db: str, *args: str, env: dict[str, str] | None = None) -> Iterator[Running]:
+    """A server process over streamable HTTP, until the fixture using it ends."""
     port = _free_port()
     proc = subprocess.Popen(
-        [CORRIGENDA, "serve", "--transport", "http", "--port", str(port), "--db", db],
-        env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [CORRIGENDA, "serve", "--transport", "http", "--port", str(port), "--db", db, *args],
+        env={**ENV, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -65,10 +76,16 @@ def http_server(db: str) -> Iterator[str]:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield Running(port, proc)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.fixture
+def http_server(db: str) -> Iterator[str]:
+    for running in serve_http(db):
+        yield running.url
 
 
 @pytest.mark.anyio

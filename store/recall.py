@@ -1,53 +1,64 @@
-"""The recall pipeline: entry points → chains (closure) → prerequisites → near-duplicates → packing.
+"""Recall: the chains a query reaches in a scope, current state first, inside a token budget.
+
+What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
+- Chains, best first. Each chain is one claim: its current notes (`heads`, NOW) first; then the notes
+  they need (`prerequisites`: `depends_on` targets as far as the edges go, each as it stands now,
+  nearest first); then what the heads replaced or what was withdrawn (`history`, newest first), each
+  entry marked as history: its role (superseded, revoked, expired, pending), what replaced or
+  revoked it, when and why. A chain with no head (retracted or expired) leads with its newest
+  history entry.
+- A note comes back only inside its chain, and a chain only with all its heads: a stale note is
+  never delivered without the note that replaced it, nor a revoked one without its revocation.
+- `used_tokens` never exceeds `budget_tokens`. What did not fit is counted (`trimmed_history`,
+  `trimmed_prerequisites`) or listed (`omitted`, with the reason: budget, max_chains, duplicate).
+- With `as_of`, the store as it was then: the fold replayed at that time, notes recorded later
+  hidden. `run` keeps a trace of every stage, so `why_excluded` explains exactly what
+  `recall_chains` did rather than a second opinion of it.
 
 `run` takes a `load` that folds the chains and prerequisites reachable from the entry notes (the
 caller's lifecycle graph, see graph.py): recall reads notes through search and by id, never a
 scope's whole history.
 
-One function runs it and keeps a trace of every stage, so `why_excluded` explains exactly what
-`recall_chains` did rather than a second opinion of it.
-
-Stages (DESIGN.md, "Recall contract"):
-1. Entry points: dense top-k and full-text top-k over notes of every state in scope, fused by
-   reciprocal rank. A note qualifies as an entry if its cosine similarity reaches
-   `min_similarity` (and the model could read both texts) or full-text search matched it.
-2. Closure: each entry brings its whole chain, successors unconditionally. A chain scores its
-   best entry's fused score plus a tenth (`chain_evidence`) of each further entry's: an old value
-   and its correction that both match the query are two pieces of evidence that this claim is the
-   one asked about. A tenth is about ten rank places in one retriever: enough to break near-ties
-   toward such a claim, where best-entry scoring let a look-alike note outrank it (LongMemEval
-   current@1 0.53 → 0.97), and little enough not to lift a chain of weak matches over a clearly
-   better note (a full sum, CombSUM, cost seed 000's small-budget recall of current truth 99 % →
-   83 %; the sweep is in the README). Chains are ordered by that score, except that a chain reached by the query that
-   needs (stage 3) a better chain's head moves up to just before it, so the two arrive as one
-   reasoning chain.
+Stages:
+1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
+   every state, fused by reciprocal rank (`RRF_K`); equal scores share a rank and ties go by id, so
+   the order does not depend on the order the searches return hits in. A note is an entry if its
+   cosine similarity reaches `min_similarity` (and the model could read both texts) or full-text
+   search matched it.
+2. Closure and order: each entry brings its whole chain, successors unconditionally. A chain scores
+   its best entry's fused score plus `chain_evidence` times each further entry's (an old value and
+   its correction that both match the query are two pieces of evidence that this claim is the one
+   asked about), and chains go best first, except that a chain the query reached that needs (stage
+   3) a better chain's head moves up to just before it, so the two arrive as one reasoning chain.
 3. Prerequisites, multi-hop: the heads bring their `depends_on` targets, those bring theirs, as
    far as the edges go, each once (a target that was replaced stands in as its current heads).
-   Liveness flows with them and halves at each hop (`liveness_decay`): a prerequisite counts
-   less than the note that needs it, so when a core must be cut, the farthest goes first. It
-   does not compete with other chains' heads: fused scores (reciprocal rank) of one note span only
-   1/100 … 2/61, so at 0.5 per hop a two-hop prerequisite of the best chain (≈ 0.008) would lose
-   to the head of any chain that qualified — seed 002's failure again — and a decay mild enough
-   to avoid that would order nothing. A chain's core (heads + prerequisites) keeps its chain's rank.
+   Each carries a liveness that is the chain's score times `liveness_decay` per hop, so when a
+   chain's core (heads + prerequisites) must be cut, the farthest goes first. The core keeps its
+   chain's rank: a prerequisite never competes with other chains' heads.
 4. Near-duplicates, across chains only: a chain is dropped when each of its heads says what a
    head of a better chain says (cosine ≥ `duplicate_similarity`, the same numbers) and it brings
    nothing else (no history, no prerequisite of its own). A correction, a revocation or a
    prerequisite can never be dropped here: they live inside chains, which are kept whole.
-5. Packing, greedy by chain order: each chain in turn brings its heads (or is omitted and
-   listed), then its prerequisites nearest first, then its history newest first, while they fit.
-   Within a chain, history is trimmed before prerequisites and both before any head; the result
-   lists what was trimmed and omitted. (Giving every chain's heads a turn before any history was
-   tried first: on LongMemEval it never delivered what the best chain replaced, see README.)
+5. Packing, greedy by chain order (after `max_chains`): each chain in turn brings its heads (or is
+   omitted and listed), then its prerequisites nearest first, then its history newest first, while
+   they fit; a chain already delivered whole as another's prerequisites is not repeated. Within a
+   chain, history is trimmed before prerequisites and both before any head. The budget counts what
+   an agent reads: each note's text (`count_tokens`) plus what its rendering adds (`NOTE_OVERHEAD`;
+   a history entry also its reason and the overhead again) and `CHAIN_OVERHEAD` per chain.
+
+Why these rules and not others (scoring, decay, packing order) was measured on the benchmarks:
+README, "The one parameter chosen on these benchmarks".
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
+
+import numpy as np
 
 from .chains import build_chain
 from .embedder import Embedder
@@ -81,8 +92,10 @@ class Candidate:
 class RetrievalSettings:
     min_similarity: float = 0.25
     per_retriever: int = 40  # candidates each retriever contributes
+    # (README, "The one parameter chosen on these benchmarks")
     liveness_decay: float = 0.5  # share of a note's liveness its prerequisite inherits, per hop
     duplicate_similarity: float = 0.95  # heads this close (and with the same numbers) repeat each other
+    # (README, "The one parameter chosen on these benchmarks")
     chain_evidence: float = 0.1  # share of its fused score each further entry adds to its chain's score
     # How budgets are counted: the text's tokens plus a fixed cost per rendered note and chain.
     # A benchmark with its own unit (e.g. whitespace words) passes its counter and zero overheads.
@@ -265,12 +278,13 @@ def drop_duplicates(
     chains: Sequence[Chain], vectors: Mapping[str, Sequence[float]], threshold: float
 ) -> tuple[list[Chain], dict[str, Duplicate]]:
     """Drop each chain that only repeats a better one (see the module docstring, stage 4)."""
+    heads = _Heads(vectors)
     kept: list[Chain] = []
     dropped: dict[str, Duplicate] = {}
     for chain in chains:
         repeat = None
         if chain.heads and not chain.history:
-            repeat = next((d for k in kept if (d := _repeats(chain, k, vectors, threshold))), None)
+            repeat = next((d for k in kept if (d := _repeats(chain, k, heads, threshold))), None)
         if repeat is None:
             kept.append(chain)
         else:
@@ -278,7 +292,34 @@ def drop_duplicates(
     return kept, dropped
 
 
-def _repeats(chain: Chain, better: Chain, vectors: Mapping[str, Sequence[float]], threshold: float) -> Duplicate | None:
+class _Heads:
+    """Unit vectors and the numbers of the notes compared, each worked out once per recall."""
+
+    def __init__(self, vectors: Mapping[str, Sequence[float]]) -> None:
+        self._vectors = vectors
+        self._units: dict[str, np.ndarray] = {}
+        self._numbers: dict[str, set[str]] = {}
+
+    def comparable(self, note: NoteView) -> bool:
+        return note.id in self._vectors
+
+    def numbers(self, note: NoteView) -> set[str]:
+        if note.id not in self._numbers:
+            self._numbers[note.id] = set(_NUMBER.findall(note.text))
+        return self._numbers[note.id]
+
+    def cosine(self, a: str, b: str) -> float:
+        return float(self._unit(a) @ self._unit(b))
+
+    def _unit(self, note_id: str) -> np.ndarray:
+        if note_id not in self._units:
+            vector = np.asarray(self._vectors[note_id], dtype=np.float64)
+            norm = float(np.linalg.norm(vector))
+            self._units[note_id] = vector / norm if norm else vector
+        return self._units[note_id]
+
+
+def _repeats(chain: Chain, better: Chain, heads: _Heads, threshold: float) -> Duplicate | None:
     core = {h.id for h in better.heads} | {p.id for p in better.prerequisites}
     if any(p.id not in core for p in chain.prerequisites) or any(h.id in core for h in chain.heads):
         return None  # it brings something of its own, or it is part of the better chain's reasoning
@@ -286,11 +327,11 @@ def _repeats(chain: Chain, better: Chain, vectors: Mapping[str, Sequence[float]]
     for head in chain.heads:
         match = None
         for other in better.heads:
-            if head.id not in vectors or other.id not in vectors:
+            if not heads.comparable(head) or not heads.comparable(other):
                 continue
-            if set(_NUMBER.findall(head.text)) != set(_NUMBER.findall(other.text)):
+            if heads.numbers(head) != heads.numbers(other):
                 continue  # "listens on 8080" and "listens on 9090" disagree; they do not repeat
-            similarity = _cosine(vectors[head.id], vectors[other.id])
+            similarity = heads.cosine(head.id, other.id)
             if similarity >= threshold and (match is None or similarity > match.similarity):
                 match = Duplicate(better.chain_id, head.id, other.id, similarity)
         if match is None:
@@ -298,12 +339,6 @@ def _repeats(chain: Chain, better: Chain, vectors: Mapping[str, Sequence[float]]
         if weakest is None or match.similarity < weakest.similarity:
             weakest = match
     return weakest
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
 
 
 @dataclass

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
@@ -92,10 +93,10 @@ class Candidate:
 class RetrievalSettings:
     min_similarity: float = 0.25
     per_retriever: int = 40  # candidates each retriever contributes
-    # (README, "The one parameter chosen on these benchmarks")
+    # why prerequisites keep their chain's rank: README, "The one parameter chosen on these benchmarks"
     liveness_decay: float = 0.5  # share of a note's liveness its prerequisite inherits, per hop
     duplicate_similarity: float = 0.95  # heads this close (and with the same numbers) repeat each other
-    # (README, "The one parameter chosen on these benchmarks")
+    # the sweep that chose it: README, "The one parameter chosen on these benchmarks"
     chain_evidence: float = 0.1  # share of its fused score each further entry adds to its chain's score
     # How budgets are counted: the text's tokens plus a fixed cost per rendered note and chain.
     # A benchmark with its own unit (e.g. whitespace words) passes its counter and zero overheads.
@@ -131,6 +132,9 @@ class Trace:
     result: RecallResult | None = None
 
 
+_SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-search")
+
+
 def find_candidates(
     tables: Tables,
     embedder: Embedder,
@@ -142,6 +146,8 @@ def find_candidates(
 ) -> tuple[dict[str, Candidate], bool]:
     """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied."""
     tables.check_model(embedder.name)
+    # the full-text search runs while the query is embedded and searched by vector
+    searching_text = _SEARCHES.submit(tables.text_search, query, scope, as_of, settings.per_retriever)
     readable = embedder.readable(query)
     found: dict[str, Candidate] = {}
     if readable:
@@ -150,7 +156,7 @@ def find_candidates(
         hits = tables.vector_search(vector, scope, as_of, settings.per_retriever)
         for rank, hit in _ranked(hits, lambda h: (h.similarity, h.note.id)):
             found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok)
-    text_hits = tables.text_search(query, scope, as_of, settings.per_retriever)
+    text_hits = searching_text.result()
     for rank, text_hit in _ranked(text_hits, lambda h: (h.score, h.note.id)):
         cand = found.setdefault(text_hit.note.id, Candidate(text_hit.note))
         cand.text_score, cand.text_rank = text_hit.score, rank

@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from corrigenda.store import Memory, SentenceTransformerEmbedder
+from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 from corrigenda.store.tables import KEEP_VERSIONS_FOR
 
 SUBJECTS = (
@@ -80,7 +80,7 @@ def run(writes: int, seed: int, checkpoints: int) -> dict[str, Any]:
             text = f"Note {i}: {subject} is {rng.randint(1, 10_000)} as of build {rng.getrandbits(32):08x}"
             roll = rng.random()
             if ids and roll < 0.2:
-                ids.append(memory.correct(rng.choice(ids), text, reason="changed").note.id)
+                ids.append(memory.correct(rng.choice(ids), Draft(text=text), reason="changed").note.id)
                 counts["correct"] += 1
             elif len(ids) > 1 and roll < 0.3:
                 src, dst = rng.sample(ids, 2)
@@ -90,7 +90,7 @@ def run(writes: int, seed: int, checkpoints: int) -> dict[str, Any]:
                     continue
                 counts["link"] += 1
             else:
-                ids.append(memory.remember(text).note.id)
+                ids.append(memory.remember(Draft(text=text)).note.id)
                 counts["remember"] += 1
             if i % every == 0 or i == writes:
                 size, files = usage(store)

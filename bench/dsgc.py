@@ -67,7 +67,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from corrigenda.store import Embedder, Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store import Draft, Embedder, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from embedding_cache import CachedEmbedder
 
 DATA = Path(__file__).resolve().parent / "data" / "dsgc"
@@ -264,7 +264,9 @@ class CorrigendaStore:
             known = [p for p in prerequisites[block_id] if p in self.note_of]
             later += [(block_id, p) for p in prerequisites[block_id] if p not in self.note_of]
             note = self.memory.remember(
-                text, scope=SCOPE, depends_on=[self.note_of[p] for p in known], at=START + timedelta(seconds=i)
+                Draft(text=text, at=START + timedelta(seconds=i)),
+                scope=SCOPE,
+                depends_on=[self.note_of[p] for p in known],
             )
             self.note_of[block_id] = note.note.id
             self.writes += 1

@@ -215,7 +215,7 @@ class Pools:
 
 
 def choose_write(rng: random.Random, text: str, pools: Pools) -> tuple[str, dict[str, Any]]:
-    """A random write as a tool's name and arguments (the `Memory` method of that name takes the same)."""
+    """A random write as a tool's name and arguments (`call_memory` gives them to the `Memory` method of that name)."""
     shared, roll = pools.shared, rng.random()
     if roll < 0.12 and pools.mine:
         return "forget", {"note_id": pools.mine.pop(rng.randrange(len(pools.mine))), "reason": "the user asked"}
@@ -254,8 +254,12 @@ def acknowledgement(op: str, answer: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def call_memory(memory: Memory, op: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    """A write through the store's API, acknowledged from the answer a tool would give."""
-    return acknowledgement(op, getattr(memory, op)(**args).model_dump(mode="json"))
+    """A write through the store's API, given a tool's arguments (a note's fields go into its draft, as the
+    tool puts them), acknowledged from the answer a tool would give."""
+    given = dict(args)
+    if op in ("remember", "correct"):
+        given["draft"] = Draft(**{f: given.pop(f) for f in list(given) if f in Draft.model_fields})
+    return acknowledgement(op, getattr(memory, op)(**given).model_dump(mode="json"))
 
 
 # -- checking a store ---------------------------------------------------------------------------

@@ -434,13 +434,17 @@ def write(memory: Memory, scope: str, turns: Sequence[Turn], mode: str, embedder
             break
         if mode == "edges" and earlier:
             corrected = memory.correct(
-                written.ids[earlier[-1].key], turn.text, reason=CORRECTION_REASON, valid_from=turn.valid_from,
-                actor=ACTOR, at=turn.at,
-            )  # fmt: skip
+                written.ids[earlier[-1].key],
+                Draft(text=turn.text, valid_from=turn.valid_from, at=turn.at),
+                reason=CORRECTION_REASON,
+                actor=ACTOR,
+            )
             written.add(turn, corrected.note.id)
             written.supersedes.append(corrected.event.id)
         else:
-            remembered = memory.remember(turn.text, scope=scope, valid_from=turn.valid_from, actor=ACTOR, at=turn.at)
+            remembered = memory.remember(
+                Draft(text=turn.text, valid_from=turn.valid_from, at=turn.at), scope=scope, actor=ACTOR
+            )
             written.add(turn, remembered.note.id)
             if earlier:
                 written.updates.append(_update(memory, scope, earlier, turn, remembered, written, embedder))

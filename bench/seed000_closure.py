@@ -103,7 +103,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 from corrigenda.server import render
-from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from corrigenda.store.tokens import estimate_tokens
 from corrigenda.store.views import RecallResult
 
@@ -166,9 +166,9 @@ def build_store(memory: Memory, data: Dataset) -> dict[str, str]:
     for op in data.timeline:
         at = parse_time(op["at"])
         if op["op"] == "remember":
-            ids[op["key"]] = memory.remember(op["text"], scope=data.scope, kind=op["kind"], at=at).note.id
+            ids[op["key"]] = memory.remember(Draft(text=op["text"], kind=op["kind"], at=at), scope=data.scope).note.id
         elif op["op"] == "correct":
-            ids[op["key"]] = memory.correct(ids[op["of"]], op["text"], reason=op["reason"], at=at).note.id
+            ids[op["key"]] = memory.correct(ids[op["of"]], Draft(text=op["text"], at=at), reason=op["reason"]).note.id
         elif op["op"] == "revoke":
             if not memory.revoke(ids[op["of"]], reason=op["reason"], at=at).changed:
                 raise RuntimeError(f"revoking {op['of']} changed nothing")

@@ -236,7 +236,7 @@ class CorrigendaRun:
 
 
 def corrigenda(data: Dataset, budget_tokens: int = 2000) -> CorrigendaRun:
-    from corrigenda.store import Memory
+    from corrigenda.store import Draft, Memory
 
     # A fixed "now" after the last note, so the run does not depend on the machine's date.
     now = max(m.recorded_at for m in data.memories) + timedelta(days=1)
@@ -246,9 +246,11 @@ def corrigenda(data: Dataset, budget_tokens: int = 2000) -> CorrigendaRun:
         for m in sorted(data.memories, key=lambda m: m.recorded_at):
             supersedes = [note_ids[m.supersedes]] if m.supersedes else []
             remembered = memory.remember(
-                m.text, scope=data.scope, supersedes=supersedes, at=m.recorded_at,
+                Draft(text=m.text, at=m.recorded_at),
+                scope=data.scope,
+                supersedes=supersedes,
                 reason=SUPERSEDES_REASON if supersedes else None,
-            )  # fmt: skip
+            )
             note_ids[m.id] = remembered.note.id
         data_ids = {note: memory_id for memory_id, note in note_ids.items()}
 

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
-from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from corrigenda.store.views import (
     Corrected,
     Exclusion,
@@ -242,10 +242,12 @@ def build_server(
         keeping; to update a fact you know is stored, call `correct` instead. The answer lists
         `similar_active` notes: if your note updates one of them, `link` it with kind `supersedes` (this
         tool never links notes on its own guess)."""
-        r = await call(ctx, "remember", lambda m: m.remember(text=text, scope=scope, kind=kind, subject=subject,
-                       tags=tags, source=source, confidence=confidence, valid_from=valid_from,
-                       valid_until=valid_until, supersedes=supersedes, depends_on=depends_on, reason=reason,
-                       actor=client_name(ctx)))  # fmt: skip
+        draft = Draft(
+            text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
+            valid_from=valid_from, valid_until=valid_until,
+        )  # fmt: skip
+        r = await call(ctx, "remember", lambda m: m.remember(draft, scope=scope, supersedes=supersedes,
+                       depends_on=depends_on, reason=reason, actor=client_name(ctx)))  # fmt: skip
         return _result(r, render.remembered(r))
 
     @tool(APPEND)
@@ -274,9 +276,14 @@ def build_server(
     ) -> Annotated[CallToolResult, Corrected]:
         """Replace a note that is out of date or wrong with a corrected one. The old note stays as history
         (marked superseded, with your reason) and recall shows the new one as current."""
-        r = await call(ctx, "correct", lambda m: m.correct(note_id=note_id, text=text, reason=reason, scope=scope,
-                       kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
-                       valid_from=valid_from, valid_until=valid_until, depends_on=depends_on, actor=client_name(ctx)))  # fmt: skip
+        # What the client left out (an empty kind too) the draft leaves unset: the old note's is kept.
+        kept = {"kind": kind or None, "subject": subject, "tags": tags}
+        draft = Draft(
+            text=text, source=source, confidence=confidence, valid_from=valid_from, valid_until=valid_until,
+            **{field: value for field, value in kept.items() if value is not None},
+        )  # fmt: skip
+        r = await call(ctx, "correct", lambda m: m.correct(note_id, draft, reason=reason, scope=scope,
+                       depends_on=depends_on, actor=client_name(ctx)))  # fmt: skip
         return _result(r, render.corrected(r))
 
     @tool(IDEMPOTENT)

@@ -18,7 +18,7 @@ from .explain import explain
 from .fold import Fold, fold
 from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
-from .model import Draft, Event, EventKind, Note, NoteState
+from .model import Draft, Event, EventKind, Note, NoteFields, NoteState
 from .recall import RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT = 20_000
 SIMILAR_SHOWN = 5
+# What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
+CORRECTION_KEEPS = ("kind", "subject", "tags")
 
 
 def _utc(t: datetime | None) -> datetime | None:
@@ -87,24 +89,16 @@ class Memory:
 
     def remember(
         self,
-        text: str,
+        draft: Draft,
         scope: str = "default",
-        kind: str = "fact",
-        subject: str | None = None,
-        tags: Sequence[str] = (),
-        source: str | None = None,
-        confidence: float = 1.0,
-        valid_from: datetime | None = None,
-        valid_until: datetime | None = None,
         supersedes: Sequence[str] = (),
         depends_on: Sequence[str] = (),
         actor: str | None = None,
-        at: datetime | None = None,
         reason: str | None = None,
     ) -> Remembered:
-        """Store a note (and the edges it names). `at` back-dates it, for imports."""
-        now = _utc(at) or self.clock()
-        note = self._new_note(text, scope, kind, subject, tags, source, actor, confidence, valid_from, valid_until, now)
+        """Store a note (and the edges it names). The draft's `at` back-dates it, for imports."""
+        now = _utc(draft.at) or self.clock()
+        note = self._new_note(draft, scope, actor, now)
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
             if len(set(targets)) != len(targets):
                 raise InvalidArgument(field, "lists a note more than once")
@@ -136,7 +130,7 @@ class Memory:
         Every draft is checked before anything is stored; texts are embedded in one batch.
         """
         now = self.clock()
-        notes = [self._draft_note(d, scope, actor, _utc(d.at) or now) for d in drafts]
+        notes = [self._new_note(d, scope, actor, now) for d in drafts]
         vectors = self.embedder.embed([n.text for n in notes]) if notes else []
         rows = [(n, v, self.embedder.readable(n.text)) for n, v in zip(notes, vectors, strict=True)]
         self.tables.add_notes(rows, self.embedder.name)
@@ -146,33 +140,25 @@ class Memory:
     def correct(
         self,
         note_id: str,
-        text: str,
+        draft: Draft,
         reason: str,
         scope: str | None = None,
-        kind: str | None = None,
-        subject: str | None = None,
-        tags: Sequence[str] | None = None,
-        source: str | None = None,
-        confidence: float = 1.0,
-        valid_from: datetime | None = None,
-        valid_until: datetime | None = None,
         depends_on: Sequence[str] | None = None,
         actor: str | None = None,
-        at: datetime | None = None,
     ) -> Corrected:
         """Write the corrected note and a `supersedes` edge to the old one, which becomes history.
 
-        Unless `depends_on` is given, the correction needs what the old note needed.
+        The correction stays in the old note's scope (`scope`, if given, must be it) and keeps the old
+        note's kind, subject and tags unless the draft sets them. Unless `depends_on` is given, it needs
+        what the old note needed.
         """
         reason = self._reason(reason)
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
-        now = _utc(at) or self.clock()
-        note = self._new_note(
-            text, old.scope, kind or old.kind, subject if subject is not None else old.subject,
-            list(tags) if tags is not None else old.tags, source, actor, confidence, valid_from, valid_until, now,
-        )  # fmt: skip
+        now = _utc(draft.at) or self.clock()
+        kept = {field: getattr(old, field) for field in CORRECTION_KEEPS if field not in draft.model_fields_set}
+        note = self._new_note(draft.model_copy(update=kept), old.scope, actor, now)
         if depends_on is not None and len(set(depends_on)) != len(depends_on):
             raise InvalidArgument("depends_on", "lists a note more than once")
         named = self._targets(note, {"depends_on": depends_on or ()})
@@ -472,10 +458,10 @@ class Memory:
             raise InvalidArgument("reason", "say why: it is kept with the event and shown with the history")
         return reason.strip()
 
-    def _new_note(
-        self, text: str, scope: str, kind: str, subject: str | None, tags: Sequence[str], source: str | None,
-        actor: str | None, confidence: float, valid_from: datetime | None, valid_until: datetime | None, now: datetime,
-    ) -> Note:  # fmt: skip
+    @staticmethod
+    def _new_note(draft: Draft, scope: str, actor: str | None, now: datetime) -> Note:
+        """The note a draft makes, checked: recorded at the draft's `at`, or else `now`."""
+        text, kind, confidence = draft.text, draft.kind, draft.confidence
         if not text or not text.strip():
             raise InvalidArgument("text", "must not be empty")
         if len(text) > MAX_TEXT:
@@ -484,18 +470,15 @@ class Memory:
             raise InvalidArgument("confidence", f"{confidence} is outside 0..1")
         if not kind or not kind.strip():
             raise InvalidArgument("kind", "must not be empty")
-        valid_from, valid_until = _utc(valid_from), _utc(valid_until)
+        valid_from, valid_until = _utc(draft.valid_from), _utc(draft.valid_until)
         if valid_from and valid_until and valid_until <= valid_from:
             raise InvalidArgument("valid_until", "must be later than valid_from")
+        fields = draft.model_dump(include=set(NoteFields.model_fields)) | {
+            "text": text.strip(), "kind": kind.strip(), "tags": [t.strip() for t in draft.tags if t.strip()],
+            "valid_from": valid_from, "valid_until": valid_until,
+        }  # fmt: skip
         return Note(
-            id=new_note_id(), text=text.strip(), scope=check_scope(scope), kind=kind.strip(), subject=subject,
-            tags=[t.strip() for t in tags if t.strip()], source=source, actor=actor, confidence=confidence,
-            recorded_at=now, valid_from=valid_from, valid_until=valid_until,
-        )  # fmt: skip
-
-    def _draft_note(self, d: Draft, scope: str, actor: str | None, now: datetime) -> Note:
-        return self._new_note(
-            d.text, scope, d.kind, d.subject, d.tags, d.source, actor, d.confidence, d.valid_from, d.valid_until, now
+            **fields, id=new_note_id(), scope=check_scope(scope), actor=actor, recorded_at=_utc(draft.at) or now
         )
 
     @staticmethod

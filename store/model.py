@@ -32,23 +32,36 @@ class ChainStatus(StrEnum):
     EXPIRED = "expired"  # no head, and some member is merely outside its validity window
 
 
-class Note(BaseModel):
+class NoteFields(BaseModel):
+    """What a writer says in a note: the fields a `Draft` gives and a stored `Note` keeps."""
+
+    text: str
+    kind: str = "fact"
+    subject: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    source: str | None = None
+    confidence: float = 1.0
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+
+
+class Draft(NoteFields):
+    """A note to write (`Memory.remember`, `correct`, `import_notes`): the store adds its id, scope and actor.
+
+    A correction keeps the old note's kind, subject and tags where its draft leaves them unset."""
+
+    at: datetime | None = Field(None, description="When it was recorded; default now.")
+
+
+class Note(NoteFields):
     """A claim, as written. Its state is never stored: it is folded from events."""
 
     model_config = ConfigDict(frozen=True)
 
     id: str
-    text: str
     scope: str
-    kind: str = "fact"
-    subject: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    source: str | None = None
     actor: str | None = None
-    confidence: float = 1.0
     recorded_at: datetime
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
 
 
 class Event(BaseModel):
@@ -65,17 +78,3 @@ class Event(BaseModel):
     actor: str | None = None
     confidence: float = 1.0
     recorded_at: datetime
-
-
-class Draft(BaseModel):
-    """A note to import (see `Memory.import_notes`): what `remember` takes, without edges."""
-
-    text: str
-    kind: str = "fact"
-    subject: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    source: str | None = None
-    confidence: float = 1.0
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
-    at: datetime | None = Field(None, description="When it was recorded; default now.")

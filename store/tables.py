@@ -24,10 +24,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from enum import Enum
+from types import UnionType
+from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
 import pyarrow as pa
 from filelock import FileLock, Timeout
+from pydantic import BaseModel
 
 from . import where
 from .errors import ModelMismatch
@@ -78,10 +81,10 @@ SCALAR_INDEXES = {
     EVENTS: ("id", "scope", "src", "dst"),
 }
 
-_NOTE_COLUMNS = [
-    "id", "text", "scope", "kind", "subject", "tags", "source", "actor", "confidence",
-    "recorded_at_us", "valid_from_us", "valid_until_us",
-]  # fmt: skip
+# The on-disk layout, column by column. Stores already made have it, so it is spelled out here, as
+# it is on disk, rather than derived from the models: a field added to a model must not change the
+# format unnoticed. Which field each column holds, and how, comes from the models (_columns), and
+# the two are checked against each other when this module loads.
 _EVENT_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -95,29 +98,101 @@ _EVENT_SCHEMA = pa.schema(
         pa.field("recorded_at_us", pa.int64(), nullable=False),
     ]
 )
+_NOTE_SCHEMA = pa.schema(  # and the vector, as wide as the store's model makes it (_note_schema)
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("scope", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("subject", pa.string()),
+        pa.field("tags", pa.list_(pa.string())),
+        pa.field("source", pa.string()),
+        pa.field("actor", pa.string()),
+        pa.field("confidence", pa.float64()),
+        pa.field("recorded_at_us", pa.int64(), nullable=False),
+        pa.field("valid_from_us", pa.int64()),
+        pa.field("valid_until_us", pa.int64()),
+        # whether the embedding model could read the text (not mostly unknown tokens)
+        pa.field("dense_ok", pa.bool_()),
+    ]
+)
 
 
 def _note_schema(model: str, dimension: int) -> pa.Schema:
-    return pa.schema(
-        [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("text", pa.string(), nullable=False),
-            pa.field("scope", pa.string(), nullable=False),
-            pa.field("kind", pa.string(), nullable=False),
-            pa.field("subject", pa.string()),
-            pa.field("tags", pa.list_(pa.string())),
-            pa.field("source", pa.string()),
-            pa.field("actor", pa.string()),
-            pa.field("confidence", pa.float64()),
-            pa.field("recorded_at_us", pa.int64(), nullable=False),
-            pa.field("valid_from_us", pa.int64()),
-            pa.field("valid_until_us", pa.int64()),
-            # whether the embedding model could read the text (not mostly unknown tokens)
-            pa.field("dense_ok", pa.bool_()),
-            pa.field("vector", pa.list_(pa.float32(), dimension)),
-        ],
-        metadata={MODEL_KEY: model.encode()},
-    )
+    vector = pa.field("vector", pa.list_(pa.float32(), dimension))
+    return _NOTE_SCHEMA.append(vector).with_metadata({MODEL_KEY: model.encode()})
+
+
+def _micros(t: datetime | None) -> int | None:
+    return None if t is None else where.to_micros(t)
+
+
+def _from_us(value: int | None) -> datetime | None:
+    return None if value is None else where.EPOCH + timedelta(microseconds=value)
+
+
+def _value(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class _Column:
+    """Where a model's field is stored. A time is int64 microseconds since 1970 (where.py filters on
+    them) in a column named after the field plus `_us`; an enum is its value; the rest is as it is."""
+
+    field: str
+    name: str
+    nullable: bool  # whether the field takes None: a NULL where it does not reads as the field's default
+    to_row: Callable[[Any], Any]
+    from_row: Callable[[Any], Any]
+
+
+def _columns(model: type[BaseModel], schema: pa.Schema, *extra: str) -> list[_Column]:
+    """Every field of `model` as a column of `schema`, whose other columns are `extra`. A field or a
+    column left over, or a field that takes None in a NOT NULL column, fails here, when the module
+    loads, rather than at a write."""
+    columns = []
+    for field, info in model.model_fields.items():
+        union = get_origin(info.annotation) in (Union, UnionType)
+        types = get_args(info.annotation) if union else (info.annotation,)
+        time = datetime in types
+        name = f"{field}_us" if time else field
+        to_row, from_row = (_micros, _from_us) if time else (_value, _same)
+        columns.append(_Column(field, name, type(None) in types, to_row, from_row))
+    names = {c.name for c in columns}
+    if names | set(extra) != set(schema.names) or any(
+        c.nullable and not schema.field(c.name).nullable for c in columns
+    ):
+        raise TypeError(f"{model.__name__}'s fields {sorted(names)} do not fit the columns {schema}")
+    return columns
+
+
+def _row(record: BaseModel, columns: Sequence[_Column]) -> dict[str, Any]:
+    return {c.name: c.to_row(getattr(record, c.field)) for c in columns}
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _record(model: type[M], columns: Sequence[_Column], row: dict[str, Any]) -> M:
+    return model(**{c.field: c.from_row(row[c.name]) for c in columns if c.nullable or row[c.name] is not None})
+
+
+_NOTE_STORED = _columns(Note, _NOTE_SCHEMA, "dense_ok")
+_EVENT_STORED = _columns(Event, _EVENT_SCHEMA)
+_NOTE_COLUMNS = [c.name for c in _NOTE_STORED]
+
+
+def _note_from_row(row: dict[str, Any]) -> Note:
+    return _record(Note, _NOTE_STORED, row)
+
+
+def _event_from_row(row: dict[str, Any]) -> Event:
+    return _record(Event, _EVENT_STORED, row)
 
 
 @dataclass(frozen=True)
@@ -133,54 +208,11 @@ class TextHit:
     score: float
 
 
-def _from_us(value: int | None) -> datetime | None:
-    return None if value is None else _at(value)
-
-
-def _at(value: int) -> datetime:
-    return where.EPOCH + timedelta(microseconds=value)
-
-
-def _note_from_row(row: dict[str, Any]) -> Note:
-    return Note(
-        id=row["id"],
-        text=row["text"],
-        scope=row["scope"],
-        kind=row["kind"],
-        subject=row["subject"],
-        tags=row["tags"] or [],
-        source=row["source"],
-        actor=row["actor"],
-        confidence=row["confidence"],
-        recorded_at=_at(row["recorded_at_us"]),
-        valid_from=_from_us(row["valid_from_us"]),
-        valid_until=_from_us(row["valid_until_us"]),
-    )
-
-
-def _event_from_row(row: dict[str, Any]) -> Event:
-    return Event(
-        id=row["id"],
-        kind=EventKind(row["kind"]),
-        src=row["src"],
-        dst=row["dst"],
-        scope=row["scope"],
-        reason=row["reason"],
-        actor=row["actor"],
-        confidence=row["confidence"],
-        recorded_at=_at(row["recorded_at_us"]),
-    )
-
-
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
         seen.setdefault(row["id"], row)
     return list(seen.values())
-
-
-def _micros(t: datetime | None) -> int | None:
-    return None if t is None else where.to_micros(t)
 
 
 T = TypeVar("T")
@@ -307,35 +339,16 @@ class Tables:
         table = self._ensure_notes(model, len(notes[0][1]))
         version = self.add_events(events) if events else None
         rows = [
-            {
-                "id": note.id, "text": note.text, "scope": note.scope, "kind": note.kind,
-                "subject": note.subject, "tags": note.tags, "source": note.source, "actor": note.actor,
-                "confidence": note.confidence, "recorded_at_us": where.to_micros(note.recorded_at),
-                "valid_from_us": _micros(note.valid_from), "valid_until_us": _micros(note.valid_until),
-                "dense_ok": dense_ok, "vector": list(vector),
-            }
+            _row(note, _NOTE_STORED) | {"dense_ok": dense_ok, "vector": list(vector)}
             for note, vector, dense_ok in notes
-        ]  # fmt: skip
+        ]
         table.add(pa.Table.from_pylist(rows, schema=table.schema))
         self._wrote()
         return version
 
     def add_events(self, events: Sequence[Event]) -> int:
         """Append events in one write; returns the table version it made."""
-        rows = [
-            {
-                "id": e.id,
-                "kind": e.kind.value,
-                "src": e.src,
-                "dst": e.dst,
-                "scope": e.scope,
-                "reason": e.reason,
-                "actor": e.actor,
-                "confidence": e.confidence,
-                "recorded_at_us": where.to_micros(e.recorded_at),
-            }
-            for e in events
-        ]
+        rows = [_row(e, _EVENT_STORED) for e in events]
         result = self.events_table().add(pa.Table.from_pylist(rows, schema=_EVENT_SCHEMA))
         self._wrote()
         return int(result.version)

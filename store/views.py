@@ -7,23 +7,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .model import ChainStatus, EventKind, NoteState
+from .model import ChainStatus, EventKind, Note, NoteState
 
 
-class NoteView(BaseModel):
-    id: str
-    text: str
-    scope: str
-    kind: str
+class NoteView(Note):  # a stored note, and what the fold says of it
     state: NoteState
-    recorded_at: datetime
-    subject: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    source: str | None = None
-    actor: str | None = None
-    confidence: float = 1.0
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
     reinstated_by: str | None = Field(None, description="The reinstates event that brought this note back, if one did.")
     refines: list[str] = Field(default_factory=list, description="Notes this one adds detail to.")
 

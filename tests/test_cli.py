@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corrigenda.store import Memory
+from corrigenda.store import Draft, Memory
 
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 
@@ -19,8 +19,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_recall_and_show_print_chains(db: str, memory: Memory) -> None:
-    old = memory.remember("the service listens on 8080").note
-    new = memory.correct(old.id, "the service listens on 9090", reason="moved").note
+    old = memory.remember(Draft(text="the service listens on 8080")).note
+    new = memory.correct(old.id, Draft(text="the service listens on 9090"), reason="moved").note
 
     recalled = run("recall", "which port?", "--db", db)
     assert recalled.returncode == 0, recalled.stderr

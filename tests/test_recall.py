@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from corrigenda.store.views import RecallResult
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -27,7 +27,7 @@ def reasoning(memory: Memory) -> dict[str, str]:
 
     def note(key: str, text: str, minutes: int, depends_on: tuple[str, ...] = ()) -> None:
         at = T0 + timedelta(minutes=minutes)
-        ids[key] = memory.remember(text, depends_on=[ids[d] for d in depends_on], at=at).note.id
+        ids[key] = memory.remember(Draft(text=text, at=at), depends_on=[ids[d] for d in depends_on]).note.id
 
     note("grammar", "The global Python lacked the tree-sitter grammar package in June.", 0)
     note("venv", "So the project interpreter is the venv one, which has that package.", 1, ("grammar",))
@@ -54,7 +54,7 @@ def test_prerequisites_travel_with_their_head_as_far_as_the_edges_go(memory: Mem
 def test_a_replaced_prerequisite_stands_in_as_its_current_note(memory: Memory, reasoning: dict[str, str]) -> None:
     fixed = memory.correct(
         reasoning["grammar"],
-        "The global Python lacked the grammar package until the July upgrade.",
+        Draft(text="The global Python lacked the grammar package until the July upgrade."),
         reason="it was fixed",
     )
     chain = next(c for c in memory.recall(QUERY, budget_tokens=4000).chains if c.heads[0].id == reasoning["ci"])
@@ -99,9 +99,9 @@ def test_a_core_too_big_for_the_budget_loses_its_farthest_prerequisites_first(
 
 
 def test_a_prerequisite_shown_in_one_chain_is_not_repeated_in_another(memory: Memory) -> None:
-    base = memory.remember("Staging uses the eu-west-1 region.", at=T0).note.id
-    first = memory.remember("Staging deploys go through the blue pool.", depends_on=[base], at=T0).note.id
-    second = memory.remember("Staging deploys need the release tag.", depends_on=[base], at=T0).note.id
+    base = memory.remember(Draft(text="Staging uses the eu-west-1 region.", at=T0)).note.id
+    first = memory.remember(Draft(text="Staging deploys go through the blue pool.", at=T0), depends_on=[base]).note.id
+    second = memory.remember(Draft(text="Staging deploys need the release tag.", at=T0), depends_on=[base]).note.id
     result = memory.recall("How do staging deploys work?")
     by_head = {c.heads[0].id: c for c in result.chains}
     assert {first, second} <= by_head.keys()
@@ -111,9 +111,13 @@ def test_a_prerequisite_shown_in_one_chain_is_not_repeated_in_another(memory: Me
 
 
 def test_a_chain_that_repeats_a_better_one_is_dropped_and_explained(memory: Memory) -> None:
-    kept = memory.remember("Nightly backups run at 02:00 UTC on the db-main host.", at=T0).note.id
-    again = memory.remember("Nightly backups run at 02:00 UTC on the db-main host.", at=T0 + timedelta(hours=1))
-    other_day = memory.remember("Nightly backups run at 03:00 UTC on the db-main host.", at=T0 + timedelta(hours=2))
+    kept = memory.remember(Draft(text="Nightly backups run at 02:00 UTC on the db-main host.", at=T0)).note.id
+    again = memory.remember(
+        Draft(text="Nightly backups run at 02:00 UTC on the db-main host.", at=T0 + timedelta(hours=1))
+    )
+    other_day = memory.remember(
+        Draft(text="Nightly backups run at 03:00 UTC on the db-main host.", at=T0 + timedelta(hours=2))
+    )
     result = memory.recall("When do nightly backups run?")
     heads = [c.heads[0].id for c in result.chains]
     assert other_day.note.id in heads  # different numbers: a disagreement, never a duplicate
@@ -127,9 +131,11 @@ def test_a_chain_that_repeats_a_better_one_is_dropped_and_explained(memory: Memo
 
 
 def test_the_near_duplicate_pass_never_drops_a_correction(memory: Memory) -> None:
-    old = memory.remember("The API gateway listens on port 8080.", at=T0).note.id
-    fixed = memory.correct(old, "The API gateway listens on port 9090.", reason="moved in the April migration")
-    echo = memory.remember("The API gateway listens on port 9090.", at=T0 + timedelta(days=30)).note.id
+    old = memory.remember(Draft(text="The API gateway listens on port 8080.", at=T0)).note.id
+    fixed = memory.correct(
+        old, Draft(text="The API gateway listens on port 9090."), reason="moved in the April migration"
+    )
+    echo = memory.remember(Draft(text="The API gateway listens on port 9090.", at=T0 + timedelta(days=30))).note.id
     result = memory.recall("Which port does the API gateway listen on?")
     chains = {c.heads[0].id: c for c in result.chains}
     assert fixed.note.id in chains  # the corrected chain is kept whole, history and all
@@ -144,15 +150,17 @@ def test_budgets_can_be_counted_in_another_unit(db: str, embedder: SentenceTrans
         embedder,
         settings=RetrievalSettings(count_tokens=lambda t: len(t.split()), note_overhead=0, chain_overhead=0),
     )
-    words.remember("the service listens on port 9090", at=T0)
+    words.remember(Draft(text="the service listens on port 9090", at=T0))
     result = words.recall("which port does the service listen on?", budget_tokens=6)
     assert result.used_tokens == 6 and result.chains[0].tokens == 6
     assert words.recall("which port does the service listen on?", budget_tokens=5).chains == []
 
 
 def test_a_note_is_delivered_once_even_when_it_is_both_an_entry_and_a_prerequisite(memory: Memory) -> None:
-    base = memory.remember("The CI test suite needs Postgres 16.", at=T0).note.id
-    top = memory.remember("The CI test suite runs on the db runner, which has Postgres 16.", depends_on=[base], at=T0)
+    base = memory.remember(Draft(text="The CI test suite needs Postgres 16.", at=T0)).note.id
+    top = memory.remember(
+        Draft(text="The CI test suite runs on the db runner, which has Postgres 16.", at=T0), depends_on=[base]
+    )
     result = memory.recall("What does the CI test suite need?")
     trace_ids = [h.id for c in result.chains for h in c.heads] + [p.id for c in result.chains for p in c.prerequisites]
     assert sorted(trace_ids) == sorted({base, top.note.id})
@@ -160,8 +168,11 @@ def test_a_note_is_delivered_once_even_when_it_is_both_an_entry_and_a_prerequisi
 
 
 def test_equal_scores_share_a_rank_so_recall_does_not_change_between_calls(memory: Memory) -> None:
-    twins = [memory.remember("Sprint recap: the backlog was groomed.", at=T0 + timedelta(minutes=i)) for i in range(2)]
-    memory.remember("Sprint recap: two bugs moved to the next sprint.", at=T0 + timedelta(minutes=3))
+    twins = [
+        memory.remember(Draft(text="Sprint recap: the backlog was groomed.", at=T0 + timedelta(minutes=i)))
+        for i in range(2)
+    ]
+    memory.remember(Draft(text="Sprint recap: two bugs moved to the next sprint.", at=T0 + timedelta(minutes=3)))
     query = "what happened to the backlog in the sprint recap?"
     trace = memory._run(query, "default", 2000, None, True, None)
     first, second = (trace.candidates[t.note.id] for t in twins)
@@ -171,9 +182,11 @@ def test_equal_scores_share_a_rank_so_recall_does_not_change_between_calls(memor
 
 
 def test_a_prerequisite_that_ranks_first_brings_its_dependant_up_with_it(memory: Memory) -> None:
-    base = memory.remember("Dana is assigned access bundle B7 for the production backup system.", at=T0).note.id
-    mid = memory.remember("Bundle B7 maps to the restore-operator role.", depends_on=[base], at=T0).note.id
-    top = memory.remember("The restore-operator role may start a restore.", depends_on=[mid], at=T0).note.id
+    base = memory.remember(
+        Draft(text="Dana is assigned access bundle B7 for the production backup system.", at=T0)
+    ).note.id
+    mid = memory.remember(Draft(text="Bundle B7 maps to the restore-operator role.", at=T0), depends_on=[base]).note.id
+    top = memory.remember(Draft(text="The restore-operator role may start a restore.", at=T0), depends_on=[mid]).note.id
     query = "Can Dana start a restore of the production backup system?"
     trace = memory._run(query, "default", 2000, None, True, None)
     assert max(trace.candidates.values(), key=lambda c: c.score).note.id == base  # the query names the base best
@@ -190,8 +203,8 @@ def test_a_prerequisite_that_ranks_first_brings_its_dependant_up_with_it(memory:
 
 
 def test_a_chain_scores_its_best_entry_and_a_tenth_of_each_other(memory: Memory) -> None:
-    old = memory.remember("The nightly build runs on runner-3 in the basement rack.", at=T0).note.id
-    new = memory.correct(old, "The nightly build runs on runner-7 now.", reason="runner-3 retired").note.id
+    old = memory.remember(Draft(text="The nightly build runs on runner-3 in the basement rack.", at=T0)).note.id
+    new = memory.correct(old, Draft(text="The nightly build runs on runner-7 now."), reason="runner-3 retired").note.id
     query = "Which runner does the nightly build run on?"
     trace = memory._run(query, "default", 2000, None, True, None)
     best, other = sorted((trace.candidates[old], trace.candidates[new]), key=lambda c: -c.score)

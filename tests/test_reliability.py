@@ -40,10 +40,10 @@ def fail_second_append(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_correction_cut_between_its_appends_leaves_no_trace(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    old = memory.remember("The service listens on port 8080").note
+    old = memory.remember(Draft(text="The service listens on port 8080")).note
     appended = fail_second_append(monkeypatch)
     with pytest.raises(Cut):
-        memory.correct(old.id, "The service listens on port 9090", reason="moved")
+        memory.correct(old.id, Draft(text="The service listens on port 9090"), reason="moved")
     monkeypatch.undo()
     assert appended == [EVENTS, NOTES]  # the edge first; the note, its commit point, never landed
     for reader in (memory, Memory(memory.tables.uri, memory.embedder)):  # this process and a fresh one
@@ -56,10 +56,10 @@ def test_a_correction_cut_between_its_appends_leaves_no_trace(memory: Memory, mo
 def test_a_remember_with_edges_cut_between_its_appends_leaves_no_trace(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = memory.remember("Deploys need approval from the release manager").note
+    base = memory.remember(Draft(text="Deploys need approval from the release manager")).note
     fail_second_append(monkeypatch)
     with pytest.raises(Cut):
-        memory.remember("Deploys on Fridays need two approvals", depends_on=[base.id])
+        memory.remember(Draft(text="Deploys on Fridays need two approvals"), depends_on=[base.id])
     monkeypatch.undo()
     assert memory.stats()["notes"] == 1
     assert memory.history(base.id).chain.heads[0].id == base.id
@@ -71,8 +71,8 @@ def test_writers_racing_a_cycle_leave_one_edge_in_force_and_show_the_other_as_a_
     first, second = Memory(db, embedder), Memory(db, embedder)  # as two server processes
     both_landed = 0
     for round_ in range(20):
-        x = first.remember(f"Round {round_}: the cache TTL is 30 seconds").note
-        y = first.remember(f"Round {round_}: the cache TTL is 60 seconds").note
+        x = first.remember(Draft(text=f"Round {round_}: the cache TTL is 30 seconds")).note
+        y = first.remember(Draft(text=f"Round {round_}: the cache TTL is 60 seconds")).note
         second.history(x.id)  # the second writer has read the scope, as a running server would have
         barrier = threading.Barrier(2)
         outcomes: list[str] = []
@@ -126,10 +126,10 @@ def test_forget_erases_the_text_and_vector_from_every_file(
 ) -> None:
     monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100 if indexed else 10**9)
     memory.import_notes([Draft(text=f"Filler note {i} about the weather in town {i}") for i in range(199)])
-    secret = memory.remember("The locker code is zebra-4471-quartz", depends_on=[]).note
+    secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz"), depends_on=[]).note
     memory.tables.compact()
     index_files = set(Path(memory.tables.uri, "notes.lance", "_indices").rglob("*"))
-    dependant = memory.remember("The spare key is in the locker", depends_on=[secret.id]).note
+    dependant = memory.remember(Draft(text="The spare key is in the locker"), depends_on=[secret.id]).note
     memory.revoke(secret.id, reason="a test event that names it")
     memory.reinstate(secret.id, reason="and one that names that event's note")
     vector = np.asarray(memory.embedder.embed([secret.text])[0])
@@ -153,8 +153,8 @@ def test_forget_erases_the_text_and_vector_from_every_file(
 def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    old = memory.remember("The on-call phone is 555-0199").note
-    new = memory.correct(old.id, "The on-call phone is 555-0142", reason="new rota").note
+    old = memory.remember(Draft(text="The on-call phone is 555-0199")).note
+    new = memory.correct(old.id, Draft(text="The on-call phone is 555-0142"), reason="new rota").note
 
     def killed(self: Tables, note_id: str) -> list[str]:
         raise Cut("killed after the tombstone, before the erasure")
@@ -168,7 +168,9 @@ def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
         chains = reader.recall("on-call phone number").chains
         assert [h.id for c in chains for h in c.heads] == [old.id]  # the correction is gone; no phantom
         with pytest.raises(NotFound):
-            reader.correct(new.id, "The on-call phone is 555-0100", reason="a write naming a forgotten note")
+            reader.correct(
+                new.id, Draft(text="The on-call phone is 555-0100"), reason="a write naming a forgotten note"
+            )
     assert b"555-0142" in file_bytes(memory.tables.uri)  # not erased yet: the call never answered
 
     retry = fresh.forget(new.id, reason="the user asked, again")
@@ -181,7 +183,7 @@ def test_a_forget_cut_after_its_delete_is_finished_by_the_retry(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     memory.import_notes([Draft(text=f"Filler note {i} about the harbour tides") for i in range(30)])
-    secret = memory.remember("The safe combination is 31-07-88-kestrel").note
+    secret = memory.remember(Draft(text="The safe combination is 31-07-88-kestrel")).note
     real = LanceTable.delete
 
     def delete_then_die(self: LanceTable, where: str) -> Any:
@@ -210,7 +212,7 @@ with FileLock(sys.argv[1]):
 
 
 def test_forget_waits_for_another_process_compaction_instead_of_skipping_the_erasure(memory: Memory) -> None:
-    note = memory.remember("The backup passphrase is harbor-lantern-88").note
+    note = memory.remember(Draft(text="The backup passphrase is harbor-lantern-88")).note
     held = subprocess.Popen(  # another process is compacting, for a second
         [sys.executable, "-c", HOLD_LOCK, os.path.join(memory.tables.uri, ".compact.lock")], stdout=subprocess.PIPE
     )
@@ -224,7 +226,7 @@ def test_readers_in_other_connections_do_not_fail_while_notes_are_forgotten(
     db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     writer = Memory(db, embedder)
-    notes = [writer.remember(f"Team {i} owns the {i}th microservice").note for i in range(12)]
+    notes = [writer.remember(Draft(text=f"Team {i} owns the {i}th microservice")).note for i in range(12)]
     readers = [Memory(db, embedder) for _ in range(2)]
     failures: list[str] = []
     calls = 0
@@ -257,7 +259,7 @@ def test_readers_in_other_connections_do_not_fail_while_notes_are_forgotten(
 def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder: SentenceTransformerEmbedder) -> None:
     crashed = Memory(db, embedder)
     crashed.tables.ensure_indexes = lambda table: None  # type: ignore[method-assign]  # died before indexing
-    crashed.remember("模型请求超时为三十秒", scope="zh")
+    crashed.remember(Draft(text="模型请求超时为三十秒"), scope="zh")
     assert crashed.tables.notes_table().list_indices() == []  # type: ignore[union-attr]
 
     reopened = Memory(db, embedder)  # the next process to open the store
@@ -267,7 +269,7 @@ def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder
 
 def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(memory: Memory) -> None:
     for i in range(3):
-        memory.remember(f"Runbook step {i}: drain the node first")
+        memory.remember(Draft(text=f"Runbook step {i}: drain the node first"))
     assert memory.tables.compact()
     data = Path(memory.tables.uri, "notes.lance", "data")
     live = sorted(data.iterdir())

@@ -6,19 +6,23 @@ import os
 import threading
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pytest
 from corrigenda.store import Draft, InvalidArgument, Memory, ModelMismatch, SentenceTransformerEmbedder, tables, where
 from corrigenda.store.embedder import default_model_path
+from corrigenda.store.model import Event, EventKind, Note
 from corrigenda.store.tables import COMPACT_AT_FRAGMENTS
 from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_the_store_refuses_another_model(db: str, memory: Memory) -> None:
-    memory.remember("The build server is ci-3")
+    memory.remember(Draft(text="The build server is ci-3"))
     other = Memory(db, SentenceTransformerEmbedder(default_model_path()))  # same weights, another name
     with pytest.raises(ModelMismatch, match="all-MiniLM-L6-v2"):
-        other.remember("The build server is ci-4")
+        other.remember(Draft(text="The build server is ci-4"))
     with pytest.raises(ModelMismatch):
         other.recall("build server")
     assert memory.stats()["notes"] == 1
@@ -27,7 +31,7 @@ def test_the_store_refuses_another_model(db: str, memory: Memory) -> None:
 def test_many_single_writes_are_compacted_in_the_background(memory: Memory) -> None:
     total = 2 * COMPACT_AT_FRAGMENTS + 8
     for i in range(total):
-        memory.remember(f"Metric number {i} is exported by the gateway", scope="metrics")
+        memory.remember(Draft(text=f"Metric number {i} is exported by the gateway"), scope="metrics")
     for thread in threading.enumerate():
         if thread.name == "corrigenda-compact":
             thread.join()
@@ -41,14 +45,14 @@ def test_many_single_writes_are_compacted_in_the_background(memory: Memory) -> N
 
 
 def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:
-    memory.remember("A note so the tables exist")
+    memory.remember(Draft(text="A note so the tables exist"))
     with FileLock(os.path.join(db, ".compact.lock")):  # as another process would hold it
         assert memory.tables.compact() is False
     assert memory.tables.compact() is True
 
 
 def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransformerEmbedder) -> None:
-    note = memory.remember("The VPN gateway is vpn-2").note
+    note = memory.remember(Draft(text="The VPN gateway is vpn-2")).note
     stored = memory.tables.notes([note.id])[note.id]
     vector = embedder.embed([stored.text])[0]
     memory.tables.add_notes([(stored, vector, True)], embedder.name)  # the same id written again
@@ -59,9 +63,9 @@ def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransfor
 
 def test_chinese_is_found_through_full_text(memory: Memory, embedder: SentenceTransformerEmbedder) -> None:
     assert not embedder.readable("模型请求超时为三十秒")  # MiniLM reads Chinese as [UNK]
-    model = memory.remember("模型请求超时为三十秒", scope="zh").note
-    tool = memory.remember("工具执行超时为六十秒", scope="zh").note
-    memory.remember("团队每周五下午发布新版本", scope="zh")
+    model = memory.remember(Draft(text="模型请求超时为三十秒"), scope="zh").note
+    tool = memory.remember(Draft(text="工具执行超时为六十秒"), scope="zh").note
+    memory.remember(Draft(text="团队每周五下午发布新版本"), scope="zh")
     result = memory.recall("模型请求超时是多少？", scope="zh")
     ids = [c.heads[0].id for c in result.chains]
     assert ids[0] == model.id and tool.id in ids
@@ -69,7 +73,7 @@ def test_chinese_is_found_through_full_text(memory: Memory, embedder: SentenceTr
 
 
 def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
-    memory.remember("The staging cluster runs in eu-west-1")
+    memory.remember(Draft(text="The staging cluster runs in eu-west-1"))
     before = memory.tables.notes_table().version  # type: ignore[union-attr]
     at = datetime(2026, 3, 1, tzinfo=UTC)
     drafts = [Draft(text=f"Session note {i}: the user moved to team {i}", at=at + timedelta(days=i)) for i in range(5)]
@@ -99,7 +103,7 @@ def test_compaction_merges_small_fragments_and_leaves_big_ones_alone(
     memory.tables.compact()
     big = data_files(memory)
     for i in range(10):
-        memory.remember(f"Single note {i} about the staging cluster")
+        memory.remember(Draft(text=f"Single note {i} about the staging cluster"))
     assert memory.tables.compact()
     after = data_files(memory)
     assert big <= after  # the 100-row fragment was not rewritten
@@ -116,7 +120,7 @@ def data_files(memory: Memory) -> set[str]:
 
 
 def test_every_column_a_filter_uses_is_indexed_and_searches_use_the_index(memory: Memory) -> None:
-    memory.remember("The deploy key rotates monthly", scope="ops")
+    memory.remember(Draft(text="The deploy key rotates monthly"), scope="ops")
     memory.tables.compact()  # rows written after an index are covered from the next compaction
     notes, events = memory.tables.notes_table(), memory.tables.events_table()
     assert notes is not None
@@ -155,3 +159,26 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
         assert hit.similarity == pytest.approx(1 - distance, abs=1e-5)  # re-ranked on the full vectors
     assert memory.tables._searched_exactly(notes, "small") and not memory.tables._searched_exactly(notes, "big")
     assert {h.note.scope for h in memory.tables.vector_search(vector, "small", None, 20)} == {"small"}
+
+
+TIMES = st.datetimes(datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59), timezones=st.just(UTC))
+TEXTS = st.text(max_size=20)
+
+
+@given(
+    note=st.builds(
+        Note, id=TEXTS, text=TEXTS, scope=TEXTS, kind=TEXTS, subject=st.none() | TEXTS, tags=st.lists(TEXTS),
+        source=st.none() | TEXTS, actor=st.none() | TEXTS, confidence=st.floats(0, 1), recorded_at=TIMES,
+        valid_from=st.none() | TIMES, valid_until=st.none() | TIMES,
+    ),
+    event=st.builds(
+        Event, id=TEXTS, kind=st.sampled_from(EventKind), src=st.none() | TEXTS, dst=TEXTS, scope=TEXTS,
+        reason=st.none() | TEXTS, actor=st.none() | TEXTS, confidence=st.floats(0, 1), recorded_at=TIMES,
+    ),
+)  # fmt: skip
+def test_a_note_and_an_event_read_back_from_their_rows_as_written(note: Note, event: Event) -> None:
+    note_row = tables._row(note, tables._NOTE_STORED) | {"dense_ok": True, "vector": [0.0, 1.0]}
+    event_row = tables._row(event, tables._EVENT_STORED)
+    for row, schema in ((note_row, tables._note_schema("model", 2)), (event_row, tables._EVENT_SCHEMA)):
+        assert pa.Table.from_pylist([row], schema=schema).to_pylist() == [row]  # every value fits its column
+    assert tables._note_from_row(note_row) == note and tables._event_from_row(event_row) == event

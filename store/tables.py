@@ -54,8 +54,10 @@ COMPACT_AT_FRAGMENTS = 48
 FRAGMENT_ROWS = {NOTES: 4096, EVENTS: 65536}
 # Versions older than this are deleted by compaction. Every read checks for the latest version
 # first and retries once a file of an older one is gone, so this only has to outlast one call;
-# it is what bounds the disk a burst of writes leaves behind (README, "Measured").
+# Younger versions beyond the newest KEEP_VERSIONS go too, which bounds the disk a burst of writes
+# leaves behind (README, "Measured"): 100 versions are a second or more of writes.
 KEEP_VERSIONS_FOR = timedelta(seconds=10)
+KEEP_VERSIONS = 100
 # A file that no version references and is older than this was left by a crash (an append takes
 # milliseconds, an index build minutes): compaction deletes it. Lance on its own waits a week.
 ORPHAN_AGE = timedelta(hours=1)
@@ -586,9 +588,11 @@ class Tables:
         table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
 
     def _clean(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
-        """Delete the versions older than `keep_versions_for`, then every file that no remaining
-        version references and that is older than ORPHAN_AGE (a crash's leftovers)."""
+        """Delete the versions older than `keep_versions_for` or than the newest KEEP_VERSIONS, then
+        every file that no remaining version references and that is older than ORPHAN_AGE (a crash's
+        leftovers)."""
         dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
+        dataset.cleanup_old_versions(retain_versions=KEEP_VERSIONS, error_if_tagged_old_versions=False)
         if "://" in self.uri:
             return  # object stores: Lance's own cleanup collects leftovers after seven days
         tracked = set(dataset.tracked_files().read_all()["path"].to_pylist())

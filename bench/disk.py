@@ -65,11 +65,11 @@ def live_bytes(store: str) -> tuple[int, int]:
         return usage(copy)
 
 
-def run(writes: int, seed: int, checkpoints: int) -> dict[str, Any]:
+def run(writes: int, seed: int, checkpoints: int, keep: Path | None = None) -> dict[str, Any]:
     rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
-        store = os.path.join(scratch, "store")
+        store = str(keep) if keep else os.path.join(scratch, "store")
         memory = Memory(store, SentenceTransformerEmbedder())
         ids: list[str] = []
         counts = {"remember": 0, "correct": 0, "link": 0}
@@ -94,9 +94,12 @@ def run(writes: int, seed: int, checkpoints: int) -> dict[str, Any]:
                 counts["remember"] += 1
             if i % every == 0 or i == writes:
                 size, files = usage(store)
+                seconds = round(time.perf_counter() - started, 1)
+                paused = time.perf_counter()
                 rows.append(
-                    {"writes": i, "seconds": round(time.perf_counter() - started, 1), "bytes": size, "files": files}
+                    {"writes": i, "seconds": seconds, "bytes": size, "files": files, "live": live_bytes(store)[0]}
                 )
+                started += time.perf_counter() - paused  # measuring the live data is not the writes' time
                 print(f"  {i} writes: {size / 2**20:.1f} MiB in {files} files", file=sys.stderr, flush=True)
         at_end = usage(store)
         wait_for_upkeep()
@@ -123,7 +126,7 @@ def print_table(result: dict[str, Any]) -> None:
         f"versions kept {result['keep_versions_for_s']:g} s, real model (all-MiniLM-L6-v2)"
     )
     print()
-    print("| after | disk MiB | files | x live data |")
+    print("| after | disk MiB | files | x the live data then |")
     print("|---|---|---|---|")
     for row in result["checkpoints"]:
         print(
@@ -142,9 +145,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--checkpoints", type=int, default=4, help="how many times to measure along the way")
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--keep", type=Path, help="make the store here and leave it (default: a temp dir)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result = run(args.writes, args.seed, args.checkpoints)
+    result = run(args.writes, args.seed, args.checkpoints, args.keep)
     print_table(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -55,9 +55,10 @@ FRAGMENT_ROWS = {NOTES: 4096, EVENTS: 65536}
 # Versions older than this are deleted by compaction. Every read checks for the latest version
 # first and retries once a file of an older one is gone, so this only has to outlast one call;
 # Younger versions beyond the newest KEEP_VERSIONS go too, which bounds the disk a burst of writes
-# leaves behind (README, "Measured"): 100 versions are a second or more of writes.
+# leaves behind (README, "Measured"): a compaction rewrites small tables whole, and each version
+# kept keeps its copy.
 KEEP_VERSIONS_FOR = timedelta(seconds=10)
-KEEP_VERSIONS = 100
+KEEP_VERSIONS = 20
 # A file that no version references and is older than this was left by a crash (an append takes
 # milliseconds, an index build minutes): compaction deletes it. Lance on its own waits a week.
 ORPHAN_AGE = timedelta(hours=1)

@@ -203,12 +203,18 @@ class DenseHit:
     note: Note
     similarity: float
     dense_ok: bool
+    vector: list[float] | None  # None where the model could not read the text
 
 
 @dataclass(frozen=True)
 class TextHit:
     note: Note
     score: float
+    vector: list[float] | None
+
+
+def _readable_vector(row: dict[str, Any]) -> list[float] | None:
+    return row["vector"] if row["dense_ok"] else None
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -464,7 +470,7 @@ class Tables:
         query = (
             query.distance_type("cosine")
             .where(clause, prefilter=True)
-            .select([*_NOTE_COLUMNS, "dense_ok", "_distance"])
+            .select([*_NOTE_COLUMNS, "dense_ok", "vector", "_distance"])
             .limit(limit)
         )
         if self._searched_exactly(table, scope):
@@ -472,7 +478,10 @@ class Tables:
         else:  # the full vectors of the candidates re-rank them, so similarities are exact
             query = query.nprobes(VECTOR_PROBES).refine_factor(VECTOR_REFINE)
         rows = self._read(lambda: query.to_arrow().to_pylist())
-        return [DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"])) for r in _first_of_each_id(rows)]
+        return [
+            DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"]), _readable_vector(r))
+            for r in _first_of_each_id(rows)
+        ]
 
     def _searched_exactly(self, table: Table, scope: str) -> bool:
         """Whether a scope's vectors are searched without the index: while there is none, and for a
@@ -501,11 +510,11 @@ class Tables:
         search = (
             table.search(MatchQuery(query, "text"), query_type="fts")  # type: ignore[call-arg]
             .where(clause, prefilter=True)
-            .select([*_NOTE_COLUMNS, "_score"])
+            .select([*_NOTE_COLUMNS, "dense_ok", "vector", "_score"])
             .limit(limit)
         )
         rows = self._read(lambda: search.to_arrow().to_pylist())
-        return [TextHit(_note_from_row(r), float(r["_score"])) for r in _first_of_each_id(rows)]
+        return [TextHit(_note_from_row(r), float(r["_score"]), _readable_vector(r)) for r in _first_of_each_id(rows)]
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()

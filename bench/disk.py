@@ -130,7 +130,7 @@ def print_table(result: dict[str, Any]) -> None:
     print("|---|---|---|---|")
     for row in result["checkpoints"]:
         print(
-            f"| {row['writes']} writes ({row['seconds']} s) | {row['bytes'] / 2**20:.1f} | {row['files']} | {row['bytes'] / live:.2f} |"
+            f"| {row['writes']} writes ({row['seconds']} s) | {row['bytes'] / 2**20:.1f} | {row['files']} | {row['bytes'] / row['live']:.2f} |"
         )
     settled = result["after_upkeep"]
     print(

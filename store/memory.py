@@ -112,7 +112,7 @@ class Memory:
         self._exist(before, named, {"supersedes": supersedes, "depends_on": depends_on})
         edges = [(EventKind.SUPERSEDES, t) for t in supersedes] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, scope, reason, actor, now) for k, t in edges]
-        after = self._write(before, events, (note, vector))
+        after = self._write(before, events, (note, vector, readable))
         similar = []
         for cand in similar_to:
             if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE:
@@ -171,7 +171,7 @@ class Memory:
         self._exist(before, named, {"depends_on": depends_on})
         edges = [(EventKind.SUPERSEDES, note_id)] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, old.scope, reason, actor, now) for k, t in edges]
-        after = self._write(before, events, (note, vector))
+        after = self._write(before, events, (note, vector, self.embedder.readable(note.text)))
         return Corrected(
             note=note_view(note, after), supersedes=note_id, event=event_view(events[0], after),
             chain=build_chain(after, note_id),
@@ -402,14 +402,15 @@ class Memory:
         notes = self.tables.notes(reached - known.keys())
         return fold([*notes.values(), *known.values()], graph.around(reached), at)
 
-    def _write(self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float]] | None = None) -> Fold:
-        """Append `events` and then `note` (its row is the commit point), and fold them into `before`."""
+    def _write(
+        self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float], bool] | None = None
+    ) -> Fold:
+        """Append `events` and then `note` (with its vector and whether the model could read it; its
+        row is the commit point), and fold them into `before`."""
         new_notes = []
         if note is not None:
-            stored, vector = note
-            version = self.tables.add_notes(
-                [(stored, vector, self.embedder.readable(stored.text))], self.embedder.name, events
-            )
+            stored = note[0]
+            version = self.tables.add_notes([note], self.embedder.name, events)
             new_notes.append(stored)
         else:
             version = self.tables.add_events(events)

@@ -205,18 +205,19 @@ def build_server(
         with tool_errors(tool):
             return await anyio.to_thread.run_sync(partial(work, memory))
 
-    def tool(annotations: ToolAnnotations) -> Callable[[F], F]:
-        """Register a tool; its docstring, dedented, is the description the model reads."""
+    def tool(annotations: ToolAnnotations, title: str) -> Callable[[F], F]:
+        """Register a tool; its docstring, dedented, is the description the model reads, and its title
+        the name a client shows a person."""
 
         def register(fn: F) -> F:
-            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+            server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
             return fn
 
         return register
 
     default_scope = settings.scope
 
-    @tool(APPEND)
+    @tool(APPEND, "Remember a note")
     async def remember(
         ctx: Context,
         text: Text,
@@ -250,7 +251,7 @@ def build_server(
                        depends_on=depends_on, reason=reason, actor=client_name(ctx)))  # fmt: skip
         return _result(r, render.remembered(r))
 
-    @tool(APPEND)
+    @tool(APPEND, "Correct a note")
     async def correct(
         ctx: Context,
         note_id: NoteId,
@@ -286,14 +287,14 @@ def build_server(
                        depends_on=depends_on, actor=client_name(ctx)))  # fmt: skip
         return _result(r, render.corrected(r))
 
-    @tool(IDEMPOTENT)
+    @tool(IDEMPOTENT, "Revoke a note")
     async def revoke(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, LifecycleChange]:
         """Mark a note as wrong when there is nothing to replace it with. If it was a correction, the note it
         replaced becomes current again. Calling it on an already revoked note changes nothing."""
         r = await call(ctx, "revoke", lambda m: m.revoke(note_id=note_id, reason=reason, actor=client_name(ctx)))
         return _result(r, render.lifecycle(r, "Revoked"))
 
-    @tool(IDEMPOTENT)
+    @tool(IDEMPOTENT, "Reinstate a note")
     async def reinstate(
         ctx: Context,
         target_id: Annotated[
@@ -312,7 +313,7 @@ def build_server(
         )
         return _result(r, render.lifecycle(r, "Reinstated"))
 
-    @tool(READ_ONLY)
+    @tool(READ_ONLY, "Recall chains")
     async def recall_chains(
         ctx: Context,
         query: Annotated[str, Field(description="What you want to know, in words.", min_length=1, max_length=4000)],
@@ -329,7 +330,7 @@ def build_server(
                        max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip
         return _result(r, render.recall(r))
 
-    @tool(READ_ONLY)
+    @tool(READ_ONLY, "Why is a note excluded")
     async def why_excluded(
         ctx: Context,
         note_id: NoteId,
@@ -346,13 +347,13 @@ def build_server(
                        budget_tokens=budget_tokens, as_of=as_of))  # fmt: skip
         return _result(r, render.exclusion(r))
 
-    @tool(READ_ONLY)
+    @tool(READ_ONLY, "Note history")
     async def history(ctx: Context, note_id: NoteId, as_of: AsOf = None) -> Annotated[CallToolResult, NoteHistory]:
         """Show one note with its whole chain and every lifecycle event (who, when, why), oldest first."""
         r = await call(ctx, "history", lambda m: m.history(note_id=note_id, as_of=as_of))
         return _result(r, render.history(r))
 
-    @tool(IDEMPOTENT)
+    @tool(IDEMPOTENT, "Link two notes")
     async def link(
         ctx: Context,
         src_id: NoteId,
@@ -374,7 +375,7 @@ def build_server(
         )
         return _result(r, render.linked(r))
 
-    @tool(DESTRUCTIVE)
+    @tool(DESTRUCTIVE, "Forget a note (erase)")
     async def forget(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, Forgotten]:
         """Delete a note for real, with the events that name it: only when a person asks for data to be
         erased. To mark a note wrong, use `revoke`; to replace it, `correct`."""

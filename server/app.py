@@ -10,27 +10,42 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
+from weakref import WeakKeyDictionary
 
 import anyio.to_thread
 from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store.browse import PAGE_MAX
 from corrigenda.store.views import (
+    Changes,
     Corrected,
     Exclusion,
     Forgotten,
     LifecycleChange,
     Linked,
     NoteHistory,
+    NoteList,
     RecallResult,
     Remembered,
+    ScopeList,
+    StateFilter,
 )
-from corrigenda.store.where import SCOPE_PATTERN
+from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp_types import CallToolResult, InputRequiredResult, NotificationParams, TextContent, ToolAnnotations
+from mcp_types import (
+    CallToolResult,
+    EmptyResult,
+    InputRequiredResult,
+    NotificationParams,
+    SetLevelRequestParams,
+    TextContent,
+    ToolAnnotations,
+)
+from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from . import http, render
+from . import http, render, roots, schemas
 from .config import Settings
 from .errors import invalid_arguments, tool_errors
 
@@ -56,13 +71,27 @@ Recall protocol:
   has several current notes that disagree: resolve it (ask, or correct one).
 - `why_excluded` says why a note you expected is not current or not delivered.
 - `forget` deletes a note for real; use it only when a person asks for data to be erased.
+
+Scopes: every note lives in a scope (a user, project or agent). A call that names no scope uses
+this session's default scope: {scope_line} `scopes` lists every scope with its counts.
 """
+
+CONFIGURED_SCOPE = "'{scope}', set in the server's configuration."
+SCOPE_FROM_ROOTS = (
+    "the scope of your workspace root (its folder name and a short hash of its path), or 'default' "
+    "when the client offers no roots; each result names the scope it used."
+)
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 Scope = Annotated[
-    str, Field(description="Namespace of the note (a user, project or agent).", pattern=SCOPE_PATTERN, max_length=128)
+    str | None,
+    Field(
+        description="Namespace (a user, project or agent; any name). Omit it for this session's default scope.",
+        pattern=SCOPE_PATTERN,
+        max_length=SCOPE_MAX,
+    ),
 ]
 NoteId = Annotated[str, Field(description="A note id returned by this server (n_…).", pattern=r"^n_[0-9a-z]{26}$")]
 Reason = Annotated[
@@ -130,6 +159,10 @@ ValidUntil = Annotated[
 Budget = Annotated[int, Field(description="Token budget for the whole answer.", ge=50, le=100_000)]
 AsOf = Annotated[datetime | None, Time, Field(description="Replay what the store believed at this time (ISO 8601).")]
 
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING,
+              "error": logging.ERROR, "critical": logging.CRITICAL, "alert": logging.CRITICAL,
+              "emergency": logging.CRITICAL}  # fmt: skip
+
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 APPEND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -165,6 +198,19 @@ def build_memory(settings: Settings) -> Memory:
 
 
 class CorrigendaServer(MCPServer[AppContext]):
+    async def list_tools(self) -> list[MCPTool]:
+        """The SDK's list, with each result's schema outlined and the input fields' titles dropped
+        (schemas.py says why)."""
+        return [
+            tool.model_copy(
+                update={
+                    "input_schema": schemas.untitled(tool.input_schema),
+                    "output_schema": schemas.outline(tool.output_schema) if tool.output_schema else None,
+                }
+            )
+            for tool in await super().list_tools()
+        ]
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[AppContext, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
@@ -186,10 +232,38 @@ def build_server(
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         yield AppContext(memory=memory_factory(settings))
 
+    scope_line = SCOPE_FROM_ROOTS if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     server = CorrigendaServer(
-        "corrigenda", instructions=INSTRUCTIONS, version=_version(), lifespan=lifespan, log_level=settings.log_level,
-        **http.auth(settings),
+        "corrigenda", instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=_version(),
+        lifespan=lifespan, log_level=settings.log_level, **http.auth(settings),
     )  # fmt: skip
+    session_scopes: WeakKeyDictionary[Any, tuple[str, str]] = WeakKeyDictionary()
+
+    async def scope_for(ctx: Context, given: str | None) -> str:
+        """The scope a call names, else the configured one, else the session's own (roots.py)."""
+        if given is not None:
+            return given
+        if settings.scope is not None:
+            return settings.scope
+        session = ctx.request_context.session
+        if session not in session_scopes:
+            session_scopes[session] = await roots.session_scope(session)
+            log.info("session scope %r, from %s", *session_scopes[session])
+        return session_scopes[session][0]
+
+    async def on_roots_changed(ctx: Any, params: NotificationParams) -> None:
+        session_scopes.pop(ctx.session, None)  # the next call asks again
+
+    server._lowlevel_server.add_notification_handler(
+        "notifications/roots/list_changed", NotificationParams, on_roots_changed
+    )
+
+    async def on_set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        # This server sends no log notifications: the level applies to what it writes to stderr.
+        logging.getLogger("corrigenda").setLevel(LOG_LEVELS[params.level])
+        return EmptyResult()
+
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
 
     async def on_initialized(ctx: Any, params: NotificationParams) -> None:
         # The handshake is done: load the model now, in the background, so that `initialize`
@@ -215,13 +289,11 @@ def build_server(
 
         return register
 
-    default_scope = settings.scope
-
     @tool(APPEND, "Remember a note")
     async def remember(
         ctx: Context,
         text: Text,
-        scope: Scope = default_scope,
+        scope: Scope = None,
         kind: Kind = "fact",
         subject: Subject = None,
         tags: Tags = [],  # noqa: B006 - the schema shows the default; never mutated
@@ -247,6 +319,7 @@ def build_server(
             text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
             valid_from=valid_from, valid_until=valid_until,
         )  # fmt: skip
+        scope = await scope_for(ctx, scope)
         r = await call(ctx, "remember", lambda m: m.remember(draft, scope=scope, supersedes=supersedes,
                        depends_on=depends_on, reason=reason, actor=client_name(ctx)))  # fmt: skip
         return _result(r, render.remembered(r))
@@ -258,7 +331,7 @@ def build_server(
         text: Text,
         reason: Reason,
         scope: Annotated[
-            str | None, Field(description="Must be the old note's scope if given.", max_length=128)
+            str | None, Field(description="Must be the old note's scope if given.", max_length=SCOPE_MAX)
         ] = None,
         kind: Annotated[str | None, Field(description="Defaults to the old note's kind.", max_length=64)] = None,
         subject: Annotated[str | None, Field(description="Defaults to the old note's subject.", max_length=256)] = None,
@@ -274,9 +347,16 @@ def build_server(
             list[NoteId] | None,
             Field(description="Notes the corrected note needs; omit to keep what the old note needed.", max_length=32),
         ] = None,
+        fork: Annotated[
+            bool,
+            Field(
+                description="Correct a note that is no longer current anyway, leaving two current versions (a contested chain)."
+            ),
+        ] = False,
     ) -> Annotated[CallToolResult, Corrected]:
         """Replace a note that is out of date or wrong with a corrected one. The old note stays as history
-        (marked superseded, with your reason) and recall shows the new one as current."""
+        (marked superseded, with your reason) and recall shows the new one as current. Correct the chain's
+        current note: a note already superseded or revoked is refused, naming what is current."""
         # What the client left out (an empty kind too) the draft leaves unset: the old note's is kept.
         kept = {"kind": kind or None, "subject": subject, "tags": tags}
         draft = Draft(
@@ -284,7 +364,7 @@ def build_server(
             **{field: value for field, value in kept.items() if value is not None},
         )  # fmt: skip
         r = await call(ctx, "correct", lambda m: m.correct(note_id, draft, reason=reason, scope=scope,
-                       depends_on=depends_on, actor=client_name(ctx)))  # fmt: skip
+                       depends_on=depends_on, actor=client_name(ctx), fork=fork))  # fmt: skip
         return _result(r, render.corrected(r))
 
     @tool(IDEMPOTENT, "Revoke a note")
@@ -317,7 +397,7 @@ def build_server(
     async def recall_chains(
         ctx: Context,
         query: Annotated[str, Field(description="What you want to know, in words.", min_length=1, max_length=4000)],
-        scope: Scope = default_scope,
+        scope: Scope = None,
         budget_tokens: Budget = 2000,
         max_chains: Annotated[int | None, Field(description="At most this many chains.", ge=1, le=200)] = None,
         include_history: Annotated[bool, Field(description="Deliver what the current notes replaced.")] = True,
@@ -326,6 +406,7 @@ def build_server(
         """Look up memory before answering from it. Returns chains: each claim's current note(s) first (NOW),
         the notes they rest on, however far back (NEEDS, current too), then what they replaced (HISTORY,
         not current), within a token budget; what did not fit or only repeated another chain is listed."""
+        scope = await scope_for(ctx, scope)
         r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
                        max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip
         return _result(r, render.recall(r))
@@ -337,12 +418,13 @@ def build_server(
         query: Annotated[
             str | None, Field(description="Replay this recall to see where the note fell out.", max_length=4000)
         ] = None,
-        scope: Scope = default_scope,
+        scope: Scope = None,
         budget_tokens: Budget = 2000,
         as_of: AsOf = None,
     ) -> Annotated[CallToolResult, Exclusion]:
         """Explain why a note is not delivered as current: its state (superseded by whom, when, why), scope,
         validity window, retrieval rank and score, or the budget, and what stands in its place."""
+        scope = await scope_for(ctx, scope)
         r = await call(ctx, "why_excluded", lambda m: m.why_excluded(note_id=note_id, query=query, scope=scope,
                        budget_tokens=budget_tokens, as_of=as_of))  # fmt: skip
         return _result(r, render.exclusion(r))
@@ -381,6 +463,48 @@ def build_server(
         erased. To mark a note wrong, use `revoke`; to replace it, `correct`."""
         r = await call(ctx, "forget", lambda m: m.forget(note_id=note_id, reason=reason, actor=client_name(ctx)))
         return _result(r, render.forgotten(r))
+
+    @tool(READ_ONLY, "List scopes")
+    async def scopes(ctx: Context) -> Annotated[CallToolResult, ScopeList]:
+        """List every scope in the store with its number of notes and events and its latest note, and the
+        scope this session uses when a call names none."""
+        default = await scope_for(ctx, None)
+        r = await call(ctx, "scopes", lambda m: ScopeList(scopes=m.scopes(), default_scope=default))
+        return _result(r, render.scopes(r))
+
+    # -- looking through a memory: list_notes and changes (store/browse.py) ------------------
+
+    @tool(READ_ONLY, "List a scope's notes")
+    async def list_notes(
+        ctx: Context,
+        scope: Scope = None,
+        state: Annotated[
+            StateFilter,
+            Field(description="current: notes in force; history: superseded, revoked, expired or pending; all."),
+        ] = "all",
+        offset: Annotated[int, Field(description="Skip this many (the previous page's next_offset).", ge=0)] = 0,
+        limit: Annotated[int, Field(description="How many to return.", ge=1, le=PAGE_MAX)] = 50,
+        as_of: AsOf = None,
+    ) -> Annotated[CallToolResult, NoteList]:
+        """List a scope's notes newest first, page by page, with how many are in each state. Use it to look
+        through a memory as a whole (to answer from it, call `recall_chains`)."""
+        scope = await scope_for(ctx, scope)
+        r = await call(ctx, "list_notes", lambda m: m.list_notes(scope=scope, state=state, offset=offset,
+                       limit=limit, as_of=as_of))  # fmt: skip
+        return _result(r, render.note_list(r))
+
+    @tool(READ_ONLY, "What changed since")
+    async def changes(
+        ctx: Context,
+        since: Annotated[datetime, Time, Field(description="List what changed after this time (ISO 8601).")],
+        scope: Scope = None,
+        limit: Annotated[int, Field(description="How many to return.", ge=1, le=PAGE_MAX)] = 50,
+    ) -> Annotated[CallToolResult, Changes]:
+        """What was corrected, revoked, reinstated or forgotten in a scope since a time, newest first, each with
+        its chain's current note. Call it when resuming work, before relying on what you knew then."""
+        scope = await scope_for(ctx, scope)
+        r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit))
+        return _result(r, render.changes(r))
 
     return server
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
 
 from .config import Settings
 
@@ -50,6 +51,18 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("note_id")
     why.add_argument("--query")
     commands.add_parser("stats", parents=[common], help="print what the store holds")
+    commands.add_parser("scopes", parents=[common], help="list every scope with its counts")
+
+    listing = commands.add_parser("list", parents=[common], help="list a scope's notes, newest first, by state")
+    listing.add_argument("--state", choices=["current", "history", "all"], default="all")
+    listing.add_argument("--offset", type=int, default=0)
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--as-of", help="ISO 8601 time to replay")
+    changed = commands.add_parser(
+        "changes", parents=[common], help="what was corrected, revoked, reinstated or forgotten since a time"
+    )
+    changed.add_argument("--since", required=True, help="ISO 8601 time, e.g. 2026-11-30T09:00:00Z")
+    changed.add_argument("--limit", type=int, default=50)
     return parser
 
 
@@ -104,30 +117,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(0)
 
-    from datetime import datetime
-
     from corrigenda.store import CorrigendaError
+    from corrigenda.store.views import ScopeList
 
     from . import render
-    from .app import build_memory
+    from .app import build_memory, iso_8601
+    from .roots import DEFAULT_SCOPE
 
+    scope = settings.scope or DEFAULT_SCOPE  # no client, so no roots
+    try:
+        as_of = iso_8601(getattr(args, "as_of", None))
+    except PydanticCustomError as exc:
+        return _fail(f"--as-of: {exc}")
     memory = build_memory(settings)
     try:
         if args.command == "recall":
-            as_of = datetime.fromisoformat(args.as_of) if args.as_of else None
-            r = memory.recall(args.query, settings.scope, args.budget_tokens, as_of=as_of)
+            r = memory.recall(args.query, scope, args.budget_tokens, as_of=as_of)
             _show(r, render.recall(r), args.json)
         elif args.command == "show":
             h = memory.history(args.note_id)
             _show(h, render.history(h), args.json)
         elif args.command == "why":
-            x = memory.why_excluded(args.note_id, args.query, settings.scope)
+            x = memory.why_excluded(args.note_id, args.query, scope)
             _show(x, render.exclusion(x), args.json)
         elif args.command == "stats":
             stats = memory.stats()
             _show(stats, "\n".join(f"{k}: {v}" for k, v in stats.items()), args.json)
+        elif args.command == "scopes":
+            listed = ScopeList(scopes=memory.scopes(), default_scope=scope)
+            _show(listed, render.scopes(listed), args.json)
+        elif args.command == "list":
+            page = memory.list_notes(scope, args.state, args.offset, args.limit, as_of)
+            _show(page, render.note_list(page), args.json)
+        elif args.command == "changes":
+            try:
+                since = iso_8601(args.since)
+            except PydanticCustomError as exc:
+                return _fail(f"--since: {exc}")
+            assert since is not None
+            found = memory.changes(since, scope, args.limit)
+            _show(found, render.changes(found), args.json)
     except CorrigendaError as exc:
         return _fail(f"{args.command}: {exc}")
+    except Exception as exc:  # a person reads this: one line, the traceback only with --log-level DEBUG
+        logging.getLogger(__name__).debug("%s failed", args.command, exc_info=True)
+        return _fail(f"{args.command} failed: {type(exc).__name__}: {exc}")
     return 0
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from corrigenda.store.views import (
     Chain,
+    Changes,
     Corrected,
     Exclusion,
     Forgotten,
@@ -17,10 +18,12 @@ from corrigenda.store.views import (
     LifecycleChange,
     Linked,
     NoteHistory,
+    NoteList,
     NoteView,
     Omitted,
     RecallResult,
     Remembered,
+    ScopeList,
 )
 
 
@@ -105,7 +108,9 @@ def _omitted(omitted: list[Omitted]) -> str:
 
 
 def remembered(r: Remembered) -> str:
-    lines = [f"Remembered {_note(r.note)}"]
+    if not r.changed:
+        return f"Already remembered in scope {r.note.scope}, unchanged: {_note(r.note)}"
+    lines = [f"Remembered in scope {r.note.scope}: {_note(r.note)}"]
     lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]
     if r.similar_active:
         lines.append(
@@ -165,4 +170,44 @@ def history(r: NoteHistory) -> str:
 def exclusion(r: Exclusion) -> str:
     lines = [f"{r.verdict.upper()}: {r.summary}"]
     lines += [f"  {x.stage}: {x.detail}" for x in r.reasons]
+    return "\n".join(lines)
+
+
+def scopes(r: ScopeList) -> str:
+    lines = [f"{len(r.scopes)} scope(s); this session's default is {r.default_scope!r}."]
+    lines += [
+        f"  {c.scope!r}: {c.notes} notes, {c.events} events, latest note {_day(c.latest_note_at)}" for c in r.scopes
+    ]
+    if not any(c.scope == r.default_scope for c in r.scopes):
+        lines.append(f"  {r.default_scope!r}: empty so far")
+    return "\n".join(lines)
+
+
+def note_list(r: NoteList) -> str:
+    when = f" as of {_day(r.as_of)}" if r.as_of else ""
+    counts = ", ".join(f"{n} {state.value}" for state, n in r.counts.items() if n)
+    shown = f"{r.offset + 1}-{r.offset + len(r.notes)}" if r.notes else "none"
+    lines = [f"Scope {r.scope}{when}: {counts or 'no notes'}. {r.state} notes, newest first: {shown} of {r.total}."]
+    lines += [f"  {n.state.value.upper():<10} {_note(n)}" for n in r.notes]
+    if r.next_offset is not None:
+        lines.append(f"More: offset={r.next_offset}.")
+    return "\n".join(lines)
+
+
+def changes(r: Changes) -> str:
+    lines = [f"{len(r.changes)} change(s) in scope {r.scope} since {_day(r.since)}, newest first."]
+    for c in r.changes:
+        e = c.event
+        who = f" by {e.actor}" if e.actor else ""
+        why = f': "{e.reason}"' if e.reason else ""
+        if c.change == "forgotten":
+            lines.append(f"  {_day(e.recorded_at)} FORGOTTEN {c.note_id}{who}{why}")
+            continue
+        what = f"{c.note_id} -> {c.by.id}" if c.change == "corrected" and c.by else c.note_id
+        lines.append(f"  {_day(e.recorded_at)} {c.change.upper()} {what}{who}{why}")
+        if not c.heads:
+            lines.append(f"      chain {c.chain_id} now has no current note ({c.chain_status})")
+        lines += [f"      NOW {_note(h)}" for h in c.heads]
+    if r.more:
+        lines.append(f"{r.more} older change(s) left out; raise `limit` or move `since` forward.")
     return "\n".join(lines)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from . import recall
+from . import browse, recall
 from .chains import build_chain, event_view, note_view
 from .embedder import Embedder, SentenceTransformerEmbedder
-from .errors import Conflict, InvalidArgument, NotFound
+from .errors import Conflict, CorrigendaError, InvalidArgument, NotFound
 from .explain import explain
 from .fold import Fold, fold
 from .graph import Graphs
@@ -22,16 +22,20 @@ from .model import Draft, Event, EventKind, Note, NoteFields, NoteState
 from .recall import RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
+    Changes,
     Corrected,
     Exclusion,
     Forgotten,
     LifecycleChange,
     Linked,
     NoteHistory,
+    NoteList,
     NoteView,
     RecallResult,
     Remembered,
+    ScopeCount,
     Similar,
+    StateFilter,
 )
 from .where import check_scope
 
@@ -75,7 +79,9 @@ class Memory:
                 self.tables.check_model(self.embedder.name)
                 self.embedder.embed(["warm up"])
                 self.tables.compact_if_due()
-            except Exception:  # each call will meet (and report) the same problem
+            except CorrigendaError as exc:  # each call will meet (and report) the same problem
+                log.error("%s", exc)
+            except Exception:
                 log.exception("warming the store failed")
 
         thread = threading.Thread(target=load, name="corrigenda-warm", daemon=True)
@@ -96,7 +102,12 @@ class Memory:
         actor: str | None = None,
         reason: str | None = None,
     ) -> Remembered:
-        """Store a note (and the edges it names). The draft's `at` back-dates it, for imports."""
+        """Store a note (and the edges it names). The draft's `at` back-dates it, for imports.
+
+        A note whose text is exactly that of a current note of the scope is not stored twice: the
+        answer is that note, `changed: false` (README, "Guard rails").
+        """
+        scope = check_scope(scope)
         now = _utc(draft.at) or self.clock()
         note = self._new_note(draft, scope, actor, now)
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
@@ -108,8 +119,18 @@ class Memory:
             self.tables, self.embedder, note.text, note.scope, None, self.settings, vector
         )
         similar_to = [c for c in candidates.values() if c.qualified]
-        before = self._load(scope, now, [*named.values(), *(c.note for c in similar_to)])
+        identical = [c.note for c in candidates.values() if c.note.text == note.text]
+        before = self._load(scope, now, [*named.values(), *(c.note for c in similar_to), *identical])
         self._exist(before, named, {"supersedes": supersedes, "depends_on": depends_on})
+        same = self._current_among(identical, before)
+        if same is not None:
+            if supersedes or depends_on:
+                raise InvalidArgument(
+                    "text",
+                    f"current note {same.id} already says exactly this; to relate it, call "
+                    f"link(src_id={same.id}, dst_id=…, kind=supersedes or depends_on) instead",
+                )
+            return Remembered(note=note_view(same, before), changed=False, similar_active=[], events=[])
         edges = [(EventKind.SUPERSEDES, t) for t in supersedes] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, scope, reason, actor, now) for k, t in edges]
         after = self._write(before, events, (note, vector, readable))
@@ -121,8 +142,9 @@ class Memory:
             if len(similar) == SIMILAR_SHOWN:
                 break
         return Remembered(
-            note=note_view(note, after), similar_active=similar, events=[event_view(e, after) for e in events]
-        )
+            note=note_view(note, after), changed=True, similar_active=similar,
+            events=[event_view(e, after) for e in events],
+        )  # fmt: skip
 
     def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> list[NoteView]:
         """Store many notes in one write (a conversation history, an export): no edges, no similar-notes check.
@@ -130,6 +152,7 @@ class Memory:
         Every draft is checked before anything is stored; texts are embedded in one batch.
         """
         now = self.clock()
+        scope = check_scope(scope)
         notes = [self._new_note(d, scope, actor, now) for d in drafts]
         vectors = self.embedder.embed([n.text for n in notes]) if notes else []
         rows = [(n, v, self.embedder.readable(n.text)) for n, v in zip(notes, vectors, strict=True)]
@@ -145,12 +168,15 @@ class Memory:
         scope: str | None = None,
         depends_on: Sequence[str] | None = None,
         actor: str | None = None,
+        fork: bool = False,
     ) -> Corrected:
         """Write the corrected note and a `supersedes` edge to the old one, which becomes history.
 
         The correction stays in the old note's scope (`scope`, if given, must be it) and keeps the old
         note's kind, subject and tags unless the draft sets them. Unless `depends_on` is given, it needs
-        what the old note needed.
+        what the old note needed. A note that is no longer current (superseded or revoked) is corrected
+        only with `fork`: otherwise the chain would get a second current note beside the one that
+        replaced it, and the error names that one (README, "Guard rails").
         """
         reason = self._reason(reason)
         old = self._note(note_id, "note_id")
@@ -166,6 +192,8 @@ class Memory:
         before = self._load(old.scope, now, [old, *named.values()])
         if note_id not in before.notes:
             raise NotFound("note", note_id, "note_id")
+        if not fork:
+            self._current_or_refuse(before, note_id)
         if depends_on is None:
             depends_on = list(dict.fromkeys(d for d in before.depends_on(note_id) if d in before.notes))
         self._exist(before, named, {"depends_on": depends_on})
@@ -346,7 +374,7 @@ class Memory:
         as_of: datetime | None = None,
     ) -> Exclusion:
         note = self._note(note_id, "note_id")
-        check_scope(scope)
+        scope = check_scope(scope)
         at = _utc(as_of) or self.clock()
         if query is not None and note.scope == scope:
             # one recall, whose fold also covers this note's chain: explain reads that same fold
@@ -357,6 +385,12 @@ class Memory:
         if note_id not in folded.notes and note.recorded_at <= at:
             raise NotFound("note", note_id, "note_id")  # forgotten
         return explain(note, folded, scope, None)
+
+    def scopes(self) -> list[ScopeCount]:
+        """Every scope that holds notes or events, with how many of each, busiest first."""
+        counts = self.tables.scopes()
+        listed = [ScopeCount(scope=name, **count) for name, count in counts.items()]
+        return sorted(listed, key=lambda c: (-c.notes, c.scope))
 
     def stats(self) -> dict[str, object]:
         stored = self.tables.stored_model()
@@ -383,7 +417,7 @@ class Memory:
             raise InvalidArgument("query", "must not be empty")
         if budget < 1:
             raise InvalidArgument("budget_tokens", "must be at least 1")
-        check_scope(scope)
+        scope = check_scope(scope)
 
         def load(entries: Sequence[Note], at: datetime) -> Fold:
             return self._load(scope, at, [*entries, *also])
@@ -418,6 +452,31 @@ class Memory:
             self.graphs.appended(events[0].scope, events, version)
         at = max([before.at, *(n.recorded_at for n in new_notes)])
         return fold([*before.notes.values(), *new_notes], [*before.events, *events], at)
+
+    @staticmethod
+    def _current_among(notes: Iterable[Note], before: Fold) -> Note | None:
+        """The first of `notes` that is current: for a remember, among the candidates of the similar-notes
+        search with exactly its text (an identical text is its closest match, densely and by words)."""
+        return next((n for n in notes if n.id in before.notes and before.state(n.id) is NoteState.ACTIVE), None)
+
+    @staticmethod
+    def _current_or_refuse(before: Fold, note_id: str) -> None:
+        """Refuse to correct a note that something already replaced or withdrew, naming what is current."""
+        status = before.status[note_id]
+        if status.state not in (NoteState.SUPERSEDED, NoteState.REVOKED):
+            return
+        how = f"superseded by {status.by}" if status.state is NoteState.SUPERSEDED else "revoked"
+        heads = before.chain(note_id).heads
+        if heads:
+            now = ", ".join(heads)
+            fix = f"correct the current note ({now}) instead"
+        else:
+            now = "nothing"
+            fix = f"reinstate {note_id} first, or remember the fact anew"
+        raise Conflict(
+            f"note_id: {note_id} is no longer current ({how}); its chain's current note is {now}. "
+            f"To update the fact, {fix}; to keep a second current version beside it on purpose, pass fork=true"
+        )
 
     def _targets(self, src: Note, fields: Mapping[str, Sequence[str]]) -> dict[str, Note]:
         """The notes named by a write's edges, read at once and checked: ids, not itself, same scope."""
@@ -489,3 +548,55 @@ class Memory:
         return Event(
             id=new_event_id(), kind=kind, src=src, dst=dst, scope=scope, reason=reason, actor=actor, recorded_at=now
         )
+
+    # -- looking through a memory: browse.py -------------------------------------------------
+
+    def list_notes(
+        self,
+        scope: str = "default",
+        state: StateFilter = "all",
+        offset: int = 0,
+        limit: int = 50,
+        as_of: datetime | None = None,
+    ) -> NoteList:
+        """A page of a scope's notes, newest first, filtered by state, with the scope's counts by state."""
+        scope = check_scope(scope)
+        if state not in ("current", "history", "all"):
+            raise InvalidArgument("state", f"{state!r} is not a state filter: use 'current', 'history' or 'all'")
+        if not 1 <= limit <= browse.PAGE_MAX:
+            raise InvalidArgument("limit", f"must be 1 to {browse.PAGE_MAX}")
+        if offset < 0:
+            raise InvalidArgument("offset", "must not be negative")
+        notes = [note for note, _ in self.tables.scope_notes(scope)]
+        graph = self.graphs.get(scope)  # after the notes were read (graph.py)
+        if not notes and not graph.events:
+            self._unknown_scope(scope)
+        folded = fold(notes, graph.events.values(), _utc(as_of) or self.clock())
+        return browse.list_notes(folded, scope, state, offset, limit, _utc(as_of))
+
+    def changes(self, since: datetime, scope: str = "default", limit: int = 50) -> Changes:
+        """What was corrected, revoked, reinstated or forgotten in a scope after `since`, newest first,
+        each with its chain's current notes."""
+        scope = check_scope(scope)
+        if not 1 <= limit <= browse.PAGE_MAX:
+            raise InvalidArgument("limit", f"must be 1 to {browse.PAGE_MAX}")
+        since_utc = _utc(since)
+        assert since_utc is not None
+        now = self.clock()
+        graph = self.graphs.get(scope)
+        if not graph.events and scope not in self.tables.scopes():
+            self._unknown_scope(scope)
+        listed = browse.changed_since(graph.events.values(), since_utc)
+        named: set[str] = set()
+        for e in listed:
+            if e.kind is not EventKind.FORGETS:
+                named.add(e.dst if is_note_id(e.dst) or e.dst not in graph.events else graph.events[e.dst].dst)
+                named.update([e.src] if e.src else [])
+        notes = self.tables.notes(named)
+        folded = self._load(scope, now, list(notes.values()))
+        return browse.changes(folded, listed, scope, since_utc, limit)
+
+    def _unknown_scope(self, scope: str) -> None:
+        """A scope nothing was ever stored in is most often a mistyped one: say which ones exist."""
+        known = ", ".join(f"{c.scope!r} ({c.notes} notes)" for c in self.scopes()[:20]) or "none yet"
+        raise InvalidArgument("scope", f"nothing was ever stored in scope {scope!r}; the store's scopes: {known}")

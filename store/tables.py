@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
+from functools import partial
 from types import UnionType
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
@@ -128,6 +129,10 @@ def _note_schema(model: str, dimension: int) -> pa.Schema:
 
 def _micros(t: datetime | None) -> int | None:
     return None if t is None else where.to_micros(t)
+
+
+def _read_columns(table: Table, columns: list[str]) -> pa.Table:
+    return table.search().select(columns).limit(None).to_arrow()
 
 
 def _from_us(value: int | None) -> datetime | None:
@@ -519,6 +524,33 @@ class Tables:
     def count(self) -> dict[str, int]:
         table = self.notes_table()
         return {"notes": table.count_rows() if table is not None else 0, "events": self.events_table().count_rows()}
+
+    # -- reading whole scopes: browsing and export (browse.py, transfer.py), not recall ----------
+
+    def scope_notes(self, scope: str, with_vectors: bool = False) -> list[tuple[Note, list[float] | None]]:
+        """Every note of a scope, once each, with its stored embedding if asked for."""
+        table = self.notes_table()
+        if table is None:
+            return []
+        columns = [*_NOTE_COLUMNS, "vector"] if with_vectors else _NOTE_COLUMNS
+        query = table.search().where(where.scope_is(scope)).select(columns).limit(None)
+        rows = _first_of_each_id(self._read(lambda: query.to_arrow().to_pylist()))
+        return [(_note_from_row(row), row.get("vector")) for row in rows]
+
+    def scopes(self) -> dict[str, dict[str, Any]]:
+        """Each scope with its stored notes and events and the time of its latest note, read from the
+        scope and time columns alone."""
+        found: dict[str, dict[str, Any]] = {}
+        for name, table in self._tables().items():
+            columns = ["scope", "recorded_at_us"] if name == NOTES else ["scope"]
+            rows: pa.Table = self._read(partial(_read_columns, table, columns))
+            aggregations = [("scope", "count")] + ([("recorded_at_us", "max")] if name == NOTES else [])
+            for row in rows.group_by("scope").aggregate(aggregations).to_pylist():
+                entry = found.setdefault(row["scope"], {"notes": 0, "events": 0, "latest_note_at": None})
+                entry[name] = row["scope_count"]
+                if name == NOTES:
+                    entry["latest_note_at"] = _from_us(row["recorded_at_us_max"])
+        return found
 
     # -- upkeep ------------------------------------------------------------------------------
 

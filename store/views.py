@@ -109,6 +109,9 @@ class Similar(BaseModel):
 
 class Remembered(BaseModel):
     note: NoteView
+    changed: bool = Field(
+        description="False when a current note of the scope already had exactly this text: `note` is that one."
+    )
     similar_active: list[Similar] = Field(
         description="Active notes in the same scope closest to this one. If one of them states an older "
         "value of the same fact, call `correct` on it."
@@ -170,3 +173,55 @@ class Exclusion(BaseModel):
     reasons: list[Reason]
     replaced_by: list[NoteView] = Field(default_factory=list, description="What is delivered in its place.")
     summary: str
+
+
+class ScopeCount(BaseModel):
+    scope: str
+    notes: int = Field(description="Notes stored in the scope, current and history.")
+    events: int = Field(description="Lifecycle events (corrections, revocations, links, …) in the scope.")
+    latest_note_at: datetime | None = Field(description="When its newest note was recorded.")
+
+
+class ScopeList(BaseModel):
+    scopes: list[ScopeCount]
+    default_scope: str | None = Field(None, description="The scope a tool call that names none uses in this session.")
+
+
+StateFilter = Literal["current", "history", "all"]
+
+
+class NoteList(BaseModel):
+    """One page of a scope's notes, newest first, with the whole scope's counts by state."""
+
+    scope: str
+    state: StateFilter = Field(description="current: active notes; history: every other state; all: both.")
+    as_of: datetime | None = None
+    notes: list[NoteView]
+    total: int = Field(description="Notes of the scope that pass the state filter.")
+    offset: int
+    next_offset: int | None = Field(description="Pass this as `offset` for the next page; null on the last one.")
+    counts: dict[NoteState, int] = Field(description="The whole scope's notes by state (every state, zeros too).")
+
+
+ChangeKind = Literal["corrected", "revoked", "reinstated", "forgotten"]
+
+
+class Change(BaseModel):
+    """One lifecycle event since a time, with where its chain stands now."""
+
+    change: ChangeKind
+    event: EventView
+    note_id: str = Field(description="The note it acted on: corrected, revoked, brought back, or erased.")
+    note: NoteView | None = Field(description="That note as it is now; null once it is forgotten.")
+    by: NoteView | None = Field(None, description="For corrected: the note that replaced it.")
+    chain_id: str | None = None
+    chain_status: ChainStatus | None = None
+    heads: list[NoteView] = Field(default_factory=list, description="The chain's current notes now, newest first.")
+
+
+class Changes(BaseModel):
+    scope: str
+    since: datetime = Field(description="Changes recorded after this time are listed.")
+    until: datetime = Field(description="When this was read.")
+    changes: list[Change] = Field(description="Newest first.")
+    more: int = Field(0, description="Older changes since `since` left out by `limit`.")

@@ -9,6 +9,8 @@ import anyio
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 
+from .test_tools import TOOLS
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -20,7 +22,7 @@ def _commands_after(heading: str) -> list[str]:
 
 def test_every_tool_has_a_readme_row_and_a_description(tmp_path: Path) -> None:
     tools = anyio.run(build_server(Settings(db=str(tmp_path))).list_tools)
-    assert len(tools) == 9
+    assert {tool.name for tool in tools} == TOOLS
     for tool in tools:
         assert re.search(rf"^\| `{tool.name}` \|", README, re.M), f"README has no row for {tool.name}"
         assert tool.description and "\n    " not in tool.description

@@ -14,7 +14,10 @@ from .conftest import call, call_error
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget"}
+TOOLS = {
+    "remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget",
+    "scopes", "list_notes", "changes",
+}  # fmt: skip
 
 
 async def snapshot(client: Client, note_ids: list[str]) -> list[dict[str, Any]]:
@@ -27,9 +30,10 @@ async def test_tools_are_listed_with_schemas_descriptions_and_honest_annotations
     assert set(tools) == TOOLS
     for tool in tools.values():
         assert tool.description and len(tool.description) > 40, tool.name
+        assert tool.title and tool.title != tool.name, tool.name
         assert tool.output_schema is not None, tool.name
         assert tool.annotations is not None
-    for name in ("recall_chains", "why_excluded", "history"):
+    for name in ("recall_chains", "why_excluded", "history", "scopes", "list_notes", "changes"):
         assert tools[name].annotations.read_only_hint is True  # type: ignore[union-attr]
     for name in ("revoke", "reinstate"):
         assert tools[name].annotations.idempotent_hint is True  # type: ignore[union-attr]
@@ -80,10 +84,18 @@ async def test_correct_keeps_the_old_notes_kind_subject_and_scope(client: Client
     assert "scope" in error and "proj-a" in error
 
 
-async def test_two_corrections_of_one_note_make_a_contested_chain(client: Client) -> None:
+async def test_correcting_a_replaced_note_is_refused_unless_the_caller_forks(client: Client) -> None:
     old = (await call(client, "remember", text="The cache TTL is 60 seconds"))["note"]
-    await call(client, "correct", note_id=old["id"], text="The cache TTL is 120 seconds", reason="ops said so")
-    second = await call(client, "correct", note_id=old["id"], text="The cache TTL is 30 seconds", reason="dev said so")
+    first = await call(client, "correct", note_id=old["id"], text="The cache TTL is 120 seconds", reason="ops said so")
+    before = await snapshot(client, [old["id"], first["note"]["id"]])
+    error = await call_error(client, "correct", note_id=old["id"], text="The cache TTL is 30 seconds", reason="dev")
+    # one line, naming the note, what replaced it, the current head and both ways forward
+    assert "\n" not in error and error.count(first["note"]["id"]) >= 2 and "superseded" in error
+    assert "fork=true" in error and "correct the current note" in error
+    assert await snapshot(client, [old["id"], first["note"]["id"]]) == before
+    second = await call(
+        client, "correct", note_id=old["id"], text="The cache TTL is 30 seconds", reason="dev said so", fork=True
+    )
     assert second["chain"]["status"] == "contested" and len(second["chain"]["heads"]) == 2
     result = await client.call_tool("recall_chains", {"query": "cache TTL"})
     assert "CONTESTED" in result.content[0].text  # type: ignore[union-attr]
@@ -234,7 +246,9 @@ async def test_bad_arguments_name_the_field_and_change_nothing(client: Client) -
     cases: list[tuple[str, dict[str, Any], str]] = [
         ("remember", {"text": ""}, "text"),
         ("remember", {"text": "x", "confidence": 2}, "confidence"),
-        ("remember", {"text": "x", "scope": "bad scope!"}, "scope"),
+        ("remember", {"text": "x", "scope": "bad\nscope"}, "scope"),
+        ("remember", {"text": "x", "scope": "   "}, "scope"),
+        ("remember", {"text": "x", "scope": "x" * 129}, "scope"),
         ("remember", {"text": "x", "supersedes": ["n_00000000000000000000000000"]}, "supersedes"),
         (
             "remember",

@@ -1,0 +1,89 @@
+"""What a person (or an agent resuming work) asks of a scope as a whole: its notes page by page,
+how many are in each state, and what changed since a time.
+
+Pure functions over a fold: `Memory.list_notes` and `Memory.changes` read what they need and
+pass it in. Unlike recall, a listing reads its whole scope (every note and event): it is for
+looking through a memory, not for answering from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from .chains import event_view, note_view
+from .fold import Fold
+from .ids import is_note_id
+from .model import Event, EventKind, NoteState
+from .views import Change, ChangeKind, Changes, NoteList, StateFilter
+
+PAGE_MAX = 500
+CHANGE_KINDS: dict[EventKind, ChangeKind] = {
+    EventKind.SUPERSEDES: "corrected",
+    EventKind.REVOKES: "revoked",
+    EventKind.REINSTATES: "reinstated",
+    EventKind.FORGETS: "forgotten",
+}
+
+
+def list_notes(
+    folded: Fold, scope: str, state: StateFilter, offset: int, limit: int, as_of: datetime | None
+) -> NoteList:
+    """A page of the fold's notes that pass `state`, newest first (recording time, then id)."""
+    counts = dict.fromkeys(NoteState, 0)
+    for status in folded.status.values():
+        counts[status.state] += 1
+    wanted = [
+        n
+        for n in folded.notes.values()
+        if state == "all" or (folded.state(n.id) is NoteState.ACTIVE) == (state == "current")
+    ]
+    wanted.sort(key=lambda n: (n.recorded_at, n.id), reverse=True)
+    page = wanted[offset : offset + limit]
+    after = offset + len(page)
+    return NoteList(
+        scope=scope, state=state, as_of=as_of, notes=[note_view(n, folded) for n in page], total=len(wanted),
+        offset=offset, next_offset=after if after < len(wanted) else None, counts=counts,
+    )  # fmt: skip
+
+
+def changed_since(events: Iterable[Event], since: datetime) -> list[Event]:
+    """The scope's corrections, revocations, reinstatements and erasures recorded after `since`, newest first."""
+    found = [e for e in events if e.kind in CHANGE_KINDS and e.recorded_at > since]
+    return sorted(found, key=lambda e: (e.recorded_at, e.id), reverse=True)
+
+
+def changes(folded: Fold, listed: list[Event], scope: str, since: datetime, limit: int) -> Changes:
+    """Each of `listed` (newest first, from `changed_since`) with its chain as `folded` has it now.
+
+    An event whose notes the fold no longer shows (they were forgotten since) is left out, as the
+    erasure left it out of the store; the `forgets` tombstone itself is listed, without text."""
+    visible = {e.id: e for e in folded.events}
+    shown: list[Change] = []
+    skipped = 0
+    for event in listed:
+        change = _change(folded, visible, event)
+        if change is None:
+            continue
+        if len(shown) == limit:
+            skipped += 1
+            continue
+        shown.append(change)
+    return Changes(scope=scope, since=since, until=folded.at, changes=shown, more=skipped)
+
+
+def _change(folded: Fold, visible: dict[str, Event], event: Event) -> Change | None:
+    kind = CHANGE_KINDS[event.kind]
+    if event.kind is EventKind.FORGETS:
+        return Change(change=kind, event=event_view(event, folded), note_id=event.dst, note=None)
+    if event.id not in visible:
+        return None  # a note it names is gone
+    # a reinstates of one revocation or supersession acted on the note that event excluded
+    target = event.dst if is_note_id(event.dst) else visible[event.dst].dst
+    chain = folded.chain(target)
+    by = folded.notes.get(event.src) if event.kind is EventKind.SUPERSEDES and event.src else None
+    return Change(
+        change=kind, event=event_view(event, folded), note_id=target, note=note_view(folded.notes[target], folded),
+        by=note_view(by, folded) if by else None, chain_id=chain.id, chain_status=chain.status,
+        heads=[note_view(folded.notes[h], folded) for h in chain.heads],
+    )  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal
 
-from corrigenda.store.where import SCOPE_PATTERN
+from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN
 from pydantic import Field, SecretStr, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -28,7 +28,13 @@ class Settings(BaseSettings):
 
     db: str = Field(default_factory=default_db, description="Store directory, or s3://bucket/path.")
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path.")
-    scope: str = Field("default", description="Scope used when a tool call names none.", pattern=SCOPE_PATTERN)
+    scope: str | None = Field(
+        None,
+        description="Scope used when a tool call names none; unset, each session's comes from the client's "
+        "workspace root, or is 'default' (README, \"Scopes\").",
+        pattern=SCOPE_PATTERN,
+        max_length=SCOPE_MAX,
+    )
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)

@@ -1,7 +1,7 @@
 """corrigenda's memory engine: notes, lifecycle events, the fold, chains and recall. Knows no MCP."""
 
 from .embedder import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder
-from .errors import Conflict, CorrigendaError, InvalidArgument, ModelMismatch, NotFound
+from .errors import Conflict, CorrigendaError, InvalidArgument, ModelMismatch, ModelUnavailable, NotFound
 from .memory import Memory
 from .model import ChainStatus, Draft, Event, EventKind, Note, NoteState
 from .recall import RetrievalSettings
@@ -18,6 +18,7 @@ __all__ = [
     "InvalidArgument",
     "Memory",
     "ModelMismatch",
+    "ModelUnavailable",
     "NotFound",
     "Note",
     "NoteState",

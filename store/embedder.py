@@ -12,6 +12,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from .errors import ModelUnavailable
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -84,7 +86,11 @@ class SentenceTransformerEmbedder:
 
                 path = default_model_path() if self.name == DEFAULT_MODEL else self.name
                 log.info("loading embedding model %s from %s", self.name, path)
-                self._model = SentenceTransformer(path, device=self._device)
+                try:
+                    self._model = SentenceTransformer(path, device=self._device)
+                except (OSError, ValueError) as exc:  # not on disk, not cached, or not a model directory
+                    detail = "no such directory, and not in the local cache" if not os.path.exists(path) else str(exc)
+                    raise ModelUnavailable(self.name, detail.splitlines()[0]) from exc
             return self._model
 
     @property

@@ -30,3 +30,15 @@ class Conflict(CorrigendaError):
 
 class ModelMismatch(CorrigendaError):
     """The store was built with another embedding model or dimension."""
+
+
+class ModelUnavailable(CorrigendaError):
+    """The embedding model named by the settings cannot be loaded here (corrigenda never downloads one)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(
+            f"model: {name!r} could not be loaded ({detail}). corrigenda never downloads a model at run time: "
+            "set --model / CORRIGENDA_MODEL to the path of a sentence-transformers model directory, to a model "
+            "already in the local Hugging Face cache, or leave it unset for the bundled all-MiniLM-L6-v2"
+        )
+        self.name = name

@@ -1,27 +1,38 @@
 """The one place that writes LanceDB `where` clauses.
 
 LanceDB takes raw SQL with no parameter binding, so every value reaching a clause passes
-through here: ids must be ids, scopes must match `SCOPE_PATTERN`, times are integers.
+through here: ids must be ids, scopes are quoted strings (any name a person gives a project),
+times are integers.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from .errors import InvalidArgument
 from .ids import check_id
 
-SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@/+-]{0,127}$"
+# Any name a client substitutes for a project or folder ("My Project", "café", "项目", "O'Brien's
+# notes") is a scope: up to 128 characters, not all blank, no control characters. Quoting makes it
+# safe in a clause; `check_scope` also brings it to Unicode NFC, so the "café" a macOS folder name
+# spells with a combining accent (NFD) is the same scope as the one typed on another system.
+SCOPE_MAX = 128
+SCOPE_PATTERN = r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$"
 _SCOPE = re.compile(SCOPE_PATTERN)
 
 
 def check_scope(scope: str, field: str = "scope") -> str:
-    if not isinstance(scope, str) or not _SCOPE.match(scope):
+    """The scope, in NFC; or InvalidArgument naming what is wrong with it."""
+    if not isinstance(scope, str):
+        raise InvalidArgument(field, f"must be a string, not {type(scope).__name__}")
+    scope = unicodedata.normalize("NFC", scope)
+    if not _SCOPE.match(scope) or len(scope) > SCOPE_MAX:
         raise InvalidArgument(
             field,
-            f"{scope!r} is not a scope: use 1-128 letters, digits and _ . : @ / + -, starting with a letter or digit",
+            f"{scope[:64]!r} is not a scope: use 1-{SCOPE_MAX} characters, not all blank, with no control characters",
         )
     return scope
 

@@ -325,3 +325,27 @@ async def test_a_correction_keeps_what_the_old_note_needed_unless_told_otherwise
     )  # fmt: skip
     chain = (await call(client, "history", note_id=again["note"]["id"]))["chain"]
     assert chain["prerequisites"] == []
+
+
+async def test_remembering_a_current_notes_exact_text_returns_that_note(client: Client) -> None:
+    first = await call(client, "remember", text="The on-call phone number is 555-0100", scope="ops")
+    again = await call(client, "remember", text="  The on-call phone number is 555-0100 ", scope="ops", kind="note")
+    assert first["changed"] and not again["changed"] and again["note"]["id"] == first["note"]["id"]
+    text = (
+        await client.call_tool("remember", {"text": "The on-call phone number is 555-0100", "scope": "ops"})
+    ).content
+    assert "Already remembered" in text[0].text  # type: ignore[union-attr]
+    assert [s["notes"] for s in (await call(client, "scopes"))["scopes"]] == [1]
+    other = await call(client, "remember", text="The on-call phone number is 555-0100", scope="dev")
+    assert other["changed"] and other["note"]["id"] != first["note"]["id"]  # another scope, another note
+    error = await call_error(
+        client, "remember", text="The on-call phone number is 555-0100", scope="ops", depends_on=[first["note"]["id"]]
+    )
+    assert first["note"]["id"] in error and "link(" in error
+
+
+async def test_the_text_of_a_replaced_note_can_be_remembered_again(client: Client) -> None:
+    old = (await call(client, "remember", text="The build uses Gradle"))["note"]
+    await call(client, "correct", note_id=old["id"], text="The build uses Bazel", reason="migrated")
+    back = await call(client, "remember", text="The build uses Gradle")  # not current any more: a new note
+    assert back["changed"] and back["note"]["id"] != old["id"]

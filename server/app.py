@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from weakref import WeakKeyDictionary
 
 import anyio.to_thread
-from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store import CorrigendaError, Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from corrigenda.store.browse import PAGE_MAX
 from corrigenda.store.views import (
     Changes,
@@ -31,7 +31,8 @@ from corrigenda.store.views import (
 )
 from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp_types import (
     CallToolResult,
     EmptyResult,
@@ -81,6 +82,30 @@ SCOPE_FROM_ROOTS = (
     "the scope of your workspace root (its folder name and a short hash of its path), or 'default' "
     "when the client offers no roots; each result names the scope it used."
 )
+
+RECENT = 20  # notes in a scope's recent-notes resource
+
+RECALL_PROMPT = """\
+Before you answer, call `recall_chains` with a query for this question in scope {scope!r}.
+Answer from the NOW notes of the chains it returns (and the NEEDS notes they rest on). HISTORY notes
+were replaced or withdrawn: never state them as current, though you may say what changed and why.
+If a chain is CONTESTED, say that its current notes disagree. If nothing relevant comes back, say that
+memory holds nothing on it rather than guessing.
+
+Question: {question}"""
+
+CORRECTION_PROMPT = """\
+Something stored in memory (scope {scope!r}) is wrong and must be corrected, keeping the old value as history.
+Wrong: {wrong}
+Right: {right}
+Reason: {reason}
+
+1. Call `recall_chains` with a query for the wrong statement, and find the NOW note that states it.
+2. Call `correct` on that note id with the right text and the reason. If the note is no longer current,
+   the error names the current one: correct that one instead.
+3. If no note states it, call `remember` with the right text. If the right answer is that nothing holds
+   any more, call `revoke` on the wrong note with the reason instead of correcting it.
+Then say in one line what was corrected."""
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -505,6 +530,46 @@ def build_server(
         scope = await scope_for(ctx, scope)
         r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit))
         return _result(r, render.changes(r))
+
+    # -- resources and prompts: the same reads for a client to show a person or attach ----------
+
+    async def read(ctx: Context, work: Callable[[Memory], str]) -> str:
+        app: AppContext = ctx.request_context.lifespan_context  # type: ignore[assignment]
+        try:
+            return await anyio.to_thread.run_sync(partial(work, app.memory))
+        except CorrigendaError as exc:
+            raise ResourceError(str(exc)) from exc
+
+    any_scope = ResourceSecurity(exempt_params={"scope"})  # a scope is a name, never a path on disk
+
+    @server.resource("corrigenda://notes/{note_id}", name="note", title="A note and its history",
+                     mime_type="text/plain",
+                     description="One note with its chain and every lifecycle event (who, when, why).")  # fmt: skip
+    async def note_resource(note_id: str, ctx: Context) -> str:
+        return await read(ctx, lambda m: render.history(m.history(note_id)))
+
+    @server.resource("corrigenda://chains/{note_id}", name="chain", title="A note's chain", mime_type="text/plain",
+                     description="The chain a note belongs to, as recall delivers it: NOW, NEEDS, HISTORY.")  # fmt: skip
+    async def chain_resource(note_id: str, ctx: Context) -> str:
+        return await read(ctx, lambda m: "\n".join(render.chain(m.history(note_id).chain)))
+
+    @server.resource("corrigenda://scopes/{scope}/recent", name="recent", title="A scope's recent notes",
+                     mime_type="text/plain", security=any_scope,
+                     description="The newest notes of a scope (percent-encode the scope), current and history.")  # fmt: skip
+    async def recent_resource(scope: str, ctx: Context) -> str:
+        return await read(ctx, lambda m: render.note_list(m.list_notes(scope=scope, limit=RECENT)))
+
+    @server.prompt(name="recall_before_answering", title="Recall before answering")
+    async def recall_before_answering(question: str, ctx: Context, scope: str | None = None) -> str:
+        """Answer a question from memory: recall the chains first, use current notes, say what changed."""
+        where = await scope_for(ctx, scope)
+        return RECALL_PROMPT.format(question=question, scope=where)
+
+    @server.prompt(name="record_correction", title="Record a correction")
+    async def record_correction(wrong: str, right: str, reason: str, ctx: Context, scope: str | None = None) -> str:
+        """Record that something stored is wrong: find the note, correct it (or revoke it), keep the reason."""
+        where = await scope_for(ctx, scope)
+        return CORRECTION_PROMPT.format(wrong=wrong, right=right, reason=reason, scope=where)
 
     return server
 

@@ -124,6 +124,23 @@ def test_inspector_cli_lists_and_calls_tools(db: str) -> None:
     assert "NOW" in recalled["content"][0]["text"] and "2 cores" in recalled["content"][0]["text"]
 
 
+def test_inspector_cli_reads_a_resource_and_a_prompt(db: str) -> None:
+    templates = _inspector(db, "--method", "resources/templates/list")["resourceTemplates"]
+    assert "corrigenda://scopes/{scope}/recent" in {t["uriTemplate"] for t in templates}
+    note = _inspector(
+        db, "--method", "tools/call", "--tool-name", "remember", "--tool-arg", "text=Staging lives on host s-2",
+        "--tool-arg", "scope=My Project",
+    )["structuredContent"]["note"]  # fmt: skip
+    read = _inspector(db, "--method", "resources/read", "--uri", f"corrigenda://notes/{note['id']}")
+    assert read["contents"][0]["text"].startswith(f"{note['id']} [fact;")
+    recent = _inspector(db, "--method", "resources/read", "--uri", "corrigenda://scopes/My%20Project/recent")
+    assert "Staging lives on host s-2" in recent["contents"][0]["text"]
+    prompt = _inspector(
+        db, "--method", "prompts/get", "--prompt-name", "recall_before_answering", "--prompt-args", "question=Where is staging?"
+    )  # fmt: skip
+    assert "recall_chains" in prompt["messages"][0]["content"]["text"]
+
+
 @pytest.mark.anyio
 async def test_two_server_processes_on_one_store_lose_nothing(db: str) -> None:
     acknowledged: dict[str, list[str]] = {"notes": [], "events": []}

@@ -1,0 +1,87 @@
+"""What clients show besides tools: resources, prompts, logging/setLevel, and a tools/list kept small."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import jsonschema
+import pytest
+from corrigenda.server.app import build_server
+from corrigenda.server.config import Settings
+from corrigenda.store import Memory, SentenceTransformerEmbedder
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from .conftest import call
+
+pytestmark = pytest.mark.anyio
+
+TOOLS_LIST_LIMIT = 25_000  # bytes; the full schemas made it 72 KB
+
+
+async def test_tools_list_is_small_and_every_result_matches_its_outline(client: Client) -> None:
+    tools = (await client.list_tools()).tools
+    size = len(json.dumps({"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]}))
+    assert size < TOOLS_LIST_LIMIT, size
+    schemas = {t.name: t.output_schema for t in tools}
+    old = await call(client, "remember", text="The nightly backup runs at 02:00", scope="ops")
+    results = {
+        "remember": old,
+        "correct": await call(
+            client, "correct", note_id=old["note"]["id"], text="Backups run at 03:00", reason="moved"
+        ),
+        "recall_chains": await call(client, "recall_chains", query="when do backups run?", scope="ops"),
+        "history": await call(client, "history", note_id=old["note"]["id"]),
+        "scopes": await call(client, "scopes"),
+    }
+    for name, result in results.items():
+        jsonschema.validate(result, schemas[name])  # type: ignore[arg-type]
+    assert schemas["recall_chains"]["properties"]["chains"] == {"type": "array", "items": {"type": "object"}}  # type: ignore[index]
+
+
+async def test_resources_read_a_note_its_chain_and_a_scopes_recent_notes(client: Client) -> None:
+    old = (await call(client, "remember", text="The wifi password is on the fridge", scope="My Project"))["note"]
+    new = await call(client, "correct", note_id=old["id"], text="The wifi password is in 1Password", reason="moved")
+    templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+    assert templates == {"corrigenda://notes/{note_id}", "corrigenda://chains/{note_id}", "corrigenda://scopes/{scope}/recent"}  # fmt: skip
+
+    async def text(uri: str) -> str:
+        contents = (await client.read_resource(uri)).contents
+        return contents[0].text  # type: ignore[union-attr]
+
+    note = await text(f"corrigenda://notes/{old['id']}")
+    assert "superseded" in note and "moved" in note and new["note"]["id"] in note
+    chain = await text(f"corrigenda://chains/{old['id']}")
+    assert chain.splitlines()[1].startswith(f"    NOW {new['note']['id']}") and "HISTORY" in chain
+    recent = await text(f"corrigenda://scopes/{quote('My Project')}/recent")
+    assert recent.index(new["note"]["id"]) < recent.index(old["id"])  # newest first
+    assert recent.startswith("Scope My Project: 1 active, 1 superseded.")  # the counts by state head the page
+    with pytest.raises(MCPError, match="n_00000000000000000000000000"):
+        await client.read_resource("corrigenda://notes/n_00000000000000000000000000")
+
+
+async def test_prompts_teach_recall_first_and_how_to_record_a_correction(client: Client) -> None:
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    assert set(prompts) == {"recall_before_answering", "record_correction"}
+    assert all(p.title and p.description for p in prompts.values())
+    recall = await client.get_prompt("recall_before_answering", {"question": "Which port does the API use?"})
+    said = recall.messages[0].content.text  # type: ignore[union-attr]
+    assert "`recall_chains`" in said and "Which port does the API use?" in said and "'default'" in said
+    fix = await client.get_prompt(
+        "record_correction", {"wrong": "port 8080", "right": "port 9090", "reason": "moved", "scope": "api"}
+    )
+    said = fix.messages[0].content.text  # type: ignore[union-attr]
+    assert "`correct`" in said and "port 9090" in said and "'api'" in said
+
+
+async def test_logging_set_level_is_answered_and_declared(db: str, embedder: SentenceTransformerEmbedder) -> None:
+    server = build_server(Settings(db=db), lambda settings: Memory(settings.db, embedder))
+    async with Client(server, raise_exceptions=True, mode="legacy") as client:
+        assert client.server_capabilities is not None and client.server_capabilities.logging is not None
+        await client.set_logging_level("debug")  # an error would raise
+        import logging
+
+        assert logging.getLogger("corrigenda").level == logging.DEBUG
+        await client.set_logging_level("error")
+        assert logging.getLogger("corrigenda").level == logging.ERROR

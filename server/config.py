@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Literal
 
 from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN
+from platformdirs import user_data_dir
 from pydantic import Field, SecretStr, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def default_db() -> str:
-    """A per-user data directory: $XDG_DATA_HOME/corrigenda, else ~/.local/share/corrigenda."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "corrigenda")
+    """The per-user data directory of this platform: $XDG_DATA_HOME/corrigenda, else
+    ~/.local/share/corrigenda on Linux; ~/Library/Application Support/corrigenda on macOS;
+    %LOCALAPPDATA%\\corrigenda on Windows."""
+    return user_data_dir("corrigenda", appauthor=False)
 
 
 MIN_TOKEN_LENGTH = 16  # a guessable token on a reachable port is no lock at all
@@ -24,7 +25,9 @@ CommaSeparated = Annotated[list[str] | None, NoDecode]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CORRIGENDA_", extra="ignore")
+    # env_ignore_empty: a client config that leaves a setting blank (an MCPB bundle's optional
+    # field, an unset ${...} variable) means "not set", not an empty value.
+    model_config = SettingsConfigDict(env_prefix="CORRIGENDA_", extra="ignore", env_ignore_empty=True)
 
     db: str = Field(default_factory=default_db, description="Store directory, or s3://bucket/path.")
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path.")

@@ -29,7 +29,7 @@ from corrigenda.store.views import (
     ScopeList,
     StateFilter,
 )
-from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN
+from corrigenda.store.where import SCOPE_MAX
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
@@ -47,7 +47,7 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from . import http, render, roots, schemas
-from .config import Settings
+from .config import ScopeName, Settings
 from .errors import invalid_arguments, tool_errors
 
 log = logging.getLogger(__name__)
@@ -111,12 +111,8 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 Scope = Annotated[
-    str | None,
-    Field(
-        description="Namespace (a user, project or agent; any name). Omit it for this session's default scope.",
-        pattern=SCOPE_PATTERN,
-        max_length=SCOPE_MAX,
-    ),
+    ScopeName,
+    Field(description="Namespace (a user, project or agent; any name). Omit it for this session's default scope."),
 ]
 NoteId = Annotated[str, Field(description="A note id returned by this server (n_…).", pattern=r"^n_[0-9a-z]{26}$")]
 Reason = Annotated[

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN
+from corrigenda.store.errors import InvalidArgument
+from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN, check_scope
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -17,6 +18,21 @@ def default_db() -> str:
     %LOCALAPPDATA%\\corrigenda on Windows."""
     return user_data_dir("corrigenda", appauthor=False)
 
+
+def scope_name(value: str | None) -> str | None:
+    """A scope argument or setting, refused in the store's words rather than as a regular expression."""
+    if value is None:
+        return None
+    try:
+        return check_scope(value)
+    except InvalidArgument as exc:
+        raise PydanticCustomError("scope", str(exc).removeprefix(f"{exc.field}: ")) from None
+
+
+# The pattern stays in the JSON Schema for clients; the validator gives the message.
+ScopeName = Annotated[
+    str | None, AfterValidator(scope_name), Field(json_schema_extra={"pattern": SCOPE_PATTERN, "maxLength": SCOPE_MAX})
+]
 
 MIN_TOKEN_LENGTH = 16  # a guessable token on a reachable port is no lock at all
 
@@ -31,12 +47,10 @@ class Settings(BaseSettings):
 
     db: str = Field(default_factory=default_db, description="Store directory, or s3://bucket/path.")
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path.")
-    scope: str | None = Field(
+    scope: ScopeName = Field(
         None,
         description="Scope used when a tool call names none; unset, each session's comes from the client's "
         "workspace root, or is 'default' (README, \"Scopes\").",
-        pattern=SCOPE_PATTERN,
-        max_length=SCOPE_MAX,
     )
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"

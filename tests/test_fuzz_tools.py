@@ -109,7 +109,8 @@ def broken(data: st.DataObject, tool: Tool, valid: dict[str, Any]) -> dict[str, 
     name the schema does not have."""
     properties: dict[str, Any] = tool.input_schema["properties"]
     required: list[str] = tool.input_schema.get("required", [])
-    how = data.draw(st.sampled_from(["drop", "retype", "unknown"] if required else ["retype", "unknown"]))
+    ways = ["drop"] * bool(required) + ["retype"] * bool(properties) + ["unknown"]  # `scopes` takes nothing
+    how = data.draw(st.sampled_from(ways))
     arguments = dict(valid)
     if how == "drop":
         arguments.pop(data.draw(st.sampled_from(required), label="dropped"), None)
@@ -139,7 +140,10 @@ def check(fuzzed: Fuzzed, tool: Tool, arguments: dict[str, Any]) -> None:
     assert fuzzed.snapshot() == before, (tool.name, arguments, text)
 
 
-TOOLS = ["remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget"]
+TOOLS = [
+    "remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget",
+    "scopes", "list_notes", "changes",
+]  # fmt: skip
 FUZZ = settings(
     max_examples=10, deadline=None, derandomize=True, database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],

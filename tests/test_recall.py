@@ -112,8 +112,8 @@ def test_a_prerequisite_shown_in_one_chain_is_not_repeated_in_another(memory: Me
 
 def test_a_chain_that_repeats_a_better_one_is_dropped_and_explained(memory: Memory) -> None:
     kept = memory.remember(Draft(text="Nightly backups run at 02:00 UTC on the db-main host.", at=T0)).note.id
-    again = memory.remember(
-        Draft(text="Nightly backups run at 02:00 UTC on the db-main host.", at=T0 + timedelta(hours=1))
+    again = memory.remember(  # not the very same text, which remember would answer with the first note
+        Draft(text="nightly backups run at 02:00 UTC on the db-main host.", at=T0 + timedelta(hours=1))
     )
     other_day = memory.remember(
         Draft(text="Nightly backups run at 03:00 UTC on the db-main host.", at=T0 + timedelta(hours=2))
@@ -135,7 +135,8 @@ def test_the_near_duplicate_pass_never_drops_a_correction(memory: Memory) -> Non
     fixed = memory.correct(
         old, Draft(text="The API gateway listens on port 9090."), reason="moved in the April migration"
     )
-    echo = memory.remember(Draft(text="The API gateway listens on port 9090.", at=T0 + timedelta(days=30))).note.id
+    echo = memory.remember(Draft(text="the API gateway listens on port 9090.", at=T0 + timedelta(days=30))).note.id
+    assert echo != fixed.note.id
     result = memory.recall("Which port does the API gateway listen on?")
     chains = {c.heads[0].id: c for c in result.chains}
     assert fixed.note.id in chains  # the corrected chain is kept whole, history and all

@@ -1,19 +1,23 @@
-"""The client configurations under manifests/ stay valid and in step with the server and the package."""
+"""The client configurations under manifests/ stay valid and in step with the server and the package,
+and each one, started exactly as written, runs a server that answers."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from corrigenda.server.app import build_server
 from corrigenda.server.cli import _parser
 from corrigenda.server.config import Settings
+from mcp.client.stdio import StdioServerParameters
+
+from .launch import OFFLINE, serve_and_ask
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
@@ -69,33 +73,50 @@ def test_vscode_config_launches_serve() -> None:
     check_env(entry.get("env", {}))
 
 
-def test_mcpb_manifest_launches_serve() -> None:
+def test_mcpb_manifest_runs_the_entry_point_with_uv() -> None:
     manifest = load("mcpb/manifest.json")
-    assert manifest["manifest_version"] in {"0.2", "0.3", "0.4"}
+    assert manifest["manifest_version"] == "0.4"  # the first with the uv server type
     assert manifest["version"] == VERSION
-    for field in ("name", "description", "author", "server"):
+    for field in ("name", "description", "long_description", "author", "server"):
         assert manifest[field], field
+    assert "tools" not in manifest  # build.py writes them from the registered tools
+    assert "pip install" not in manifest["long_description"]  # corrigenda is not on PyPI
     server = manifest["server"]
-    assert server["type"] in {"python", "binary"}
-    # `mcpb pack` refuses a bundle whose entry point is missing.
+    assert server["type"] == "uv"
     assert (MANIFESTS / "mcpb" / server["entry_point"]).is_file()
     config = server["mcp_config"]
-    check_launch(config["command"], config["args"])
+    assert config["command"] == "uv"
+    assert config["args"] == ["run", "--directory", "${__dirname}", server["entry_point"]]
     check_env(config["env"])
     # Every ${user_config.x} names a declared option, and every option is used.
     used = set(re.findall(r"\$\{user_config\.(\w+)\}", json.dumps(config)))
     assert used == set(manifest["user_config"])
     for option in manifest["user_config"].values():
         assert {"type", "title", "description"} <= option.keys()
+    assert set(manifest["compatibility"]["platforms"]) <= {"darwin", "win32", "linux"}
 
 
-def test_mcpb_manifest_lists_the_registered_tools(tmp_path: Path) -> None:
-    server = build_server(Settings(db=str(tmp_path)))
-    registered = {t.name for t in anyio.run(server.list_tools)}
-    listed = [t["name"] for t in load("mcpb/manifest.json")["tools"]]
-    assert len(listed) == len(set(listed))
-    assert set(listed) == registered
-    assert all(t.get("description") for t in load("mcpb/manifest.json")["tools"])
+def test_mcpb_project_installs_this_version_with_cpu_torch() -> None:
+    project = tomllib.loads((MANIFESTS / "mcpb" / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["version"] == VERSION
+    assert f"corrigenda=={VERSION}" in project["project"]["dependencies"]
+    lines = (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
+    constraints = [line.split("#")[0].strip() for line in lines]
+    assert [d for d in project["project"]["dependencies"] if d.startswith("torch")] == [
+        c for c in constraints if c.startswith("torch")
+    ]
+    uv = project["tool"]["uv"]
+    assert uv["package"] is False
+    assert uv["sources"]["corrigenda"] == {"path": f"wheels/corrigenda-{VERSION}-py3-none-any.whl"}
+    (index,) = uv["index"]
+    assert uv["sources"]["torch"] == [{"index": index["name"], "marker": "sys_platform == 'linux'"}]
+    assert index["url"].endswith("/cpu") and index["explicit"] is True
+    # One platform in compatibility.platforms for each environment the lock must cover.
+    platforms = {re.search(r"sys_platform == '(\w+)'", e).group(1) for e in uv["required-environments"]}  # type: ignore[union-attr]
+    assert platforms == set(load("mcpb/manifest.json")["compatibility"]["platforms"])
+    assert uv["environments"] == uv["required-environments"]
+    python = (MANIFESTS / "mcpb" / ".python-version").read_text(encoding="utf-8").strip()
+    assert project["project"]["requires-python"] == f">={python}"
 
 
 def test_server_json_matches_the_package() -> None:
@@ -190,3 +211,59 @@ def test_claude_code_parser_catches_a_swallowed_name() -> None:
     _name, command, *args = parsed["positional"]
     with pytest.raises(AssertionError):
         check_launch(command, args)
+
+
+# -- launched exactly as written ------------------------------------------------------------------
+# Each client's snippet runs as a real process with its own command, arguments and environment; the
+# only additions are the venv's bin directory first on PATH (where `corrigenda` is installed) and,
+# where the snippet names no store, CORRIGENDA_DB in a temp directory. The bundle's mcp_config
+# needs its uv environment first: tests/test_mcpb.py launches it.
+
+VENV_BIN = Path(sys.executable).parent
+FOLDERS = ["myproject", "My Project", "café"]  # a VS Code workspace folder's name
+
+
+def client_launches() -> dict[str, tuple[str, list[str], dict[str, str]]]:
+    """Each snippet's command, arguments and environment, as its client starts the server."""
+    launches = {}
+    for client, relative in (("claude_desktop", "claude_desktop_config.json"), ("cursor", "cursor/mcp.json")):
+        entry = load(relative)["mcpServers"]["corrigenda"]
+        launches[client] = (entry["command"], entry["args"], entry.get("env", {}))
+    vscode = load("vscode/mcp.json")["servers"]["corrigenda"]
+    for folder in FOLDERS:
+        env = {k: v.replace("${workspaceFolderBasename}", folder) for k, v in vscode.get("env", {}).items()}
+        launches[f"vscode[{folder}]"] = (vscode["command"], vscode["args"], env)
+    (words,) = _claude_mcp_add_commands((MANIFESTS / "claude-code.sh").read_text(encoding="utf-8"))
+    parsed = _parse_claude_mcp_add(words)
+    _name, command, *args = parsed["positional"]
+    launches["claude_code"] = (command, args, dict(kv.split("=", 1) for kv in parsed["options"].get("e", [])))
+    # A registry client runs the package's command (its runtimeHint, uvx, would fetch the package
+    # from PyPI first) with the positional arguments and each variable that has a default.
+    (package,) = load("server.json")["packages"]
+    args = [a["value"] for a in package["packageArguments"] if a["type"] == "positional"]
+    env = {v["name"]: v["default"] for v in package["environmentVariables"] if "default" in v}
+    launches["server.json"] = (package["identifier"], args, env)
+    return launches
+
+
+LAUNCHES = client_launches()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", list(LAUNCHES))
+async def test_each_client_snippet_starts_a_server_that_answers(client: str, tmp_path: Path) -> None:
+    command, args, env = LAUNCHES[client]
+    full_env = {
+        "CORRIGENDA_DB": str(tmp_path / "store"),
+        **env,
+        **OFFLINE,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+    }
+    params = StdioServerParameters(command=command, args=args, env=full_env)
+    tools = await serve_and_ask(params, scope=env.get("CORRIGENDA_SCOPE"))
+    assert {"remember", "correct", "recall_chains"} <= tools
+
+
+def test_every_vscode_folder_name_is_launched() -> None:
+    assert "${workspaceFolderBasename}" in json.dumps(load("vscode/mcp.json"))
+    assert {f"vscode[{f}]" for f in FOLDERS} <= LAUNCHES.keys()

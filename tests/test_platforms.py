@@ -59,7 +59,7 @@ def posix_only_uses(path: Path) -> list[tuple[int, str]]:
                 names = [f"{node.value.id}.{node.attr}"]
             elif node.attr in ANY_OBJECT:
                 names = [node.attr]
-        found += [(node.lineno, name) for name in names]
+        found += [(getattr(node, "lineno", 0), name) for name in names]
     return found
 
 

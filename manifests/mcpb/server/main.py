@@ -1,5 +1,7 @@
-"""Entry point that `mcpb pack` requires to exist. Claude Desktop does not run this file: it runs
-`mcp_config.command` (the installed `corrigenda` script). Running it by hand does the same thing."""
+"""The bundle's entry point: `corrigenda serve` on stdio, run by Claude Desktop as the manifest's
+mcp_config says (`uv run --directory <bundle> server/main.py`, in the environment uv installed from
+the bundle's pyproject.toml). Settings come from CORRIGENDA_* variables; extra arguments go to
+`serve`."""
 
 import sys
 

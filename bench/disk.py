@@ -80,7 +80,8 @@ def run(writes: int, seed: int, checkpoints: int, keep: Path | None = None) -> d
             text = f"Note {i}: {subject} is {rng.randint(1, 10_000)} as of build {rng.getrandbits(32):08x}"
             roll = rng.random()
             if ids and roll < 0.2:
-                ids.append(memory.correct(rng.choice(ids), Draft(text=text), reason="changed").note.id)
+                target = rng.choice(ids)  # perhaps replaced already: fork, as the write's cost is what counts
+                ids.append(memory.correct(target, Draft(text=text), reason="changed", fork=True).note.id)
                 counts["correct"] += 1
             elif len(ids) > 1 and roll < 0.3:
                 src, dst = rng.sample(ids, 2)

@@ -220,7 +220,8 @@ def choose_write(rng: random.Random, text: str, pools: Pools) -> tuple[str, dict
     if roll < 0.12 and pools.mine:
         return "forget", {"note_id": pools.mine.pop(rng.randrange(len(pools.mine))), "reason": "the user asked"}
     if roll < 0.30 and shared:
-        return "correct", {"note_id": rng.choice(shared), "text": text, "reason": "a newer value"}
+        # fork: the target may be replaced already; the harness exercises writes, not the guard rail
+        return "correct", {"note_id": rng.choice(shared), "text": text, "reason": "a newer value", "fork": True}
     if roll < 0.45 and len(shared) >= 2:
         src, dst = rng.sample(shared, 2)
         kind = rng.choice(["supersedes", "depends_on"])

@@ -879,7 +879,7 @@ def measure_writes(
         attribute = by_name[note.attribute]
         text = statement(attribute, note.entity, attribute.value(rng), rng)
         started = time.perf_counter()
-        memory.correct(ids[i], Draft(text=text), reason="a later value (bench)", actor=ACTOR)
+        memory.correct(ids[i], Draft(text=text), reason="a later value (bench)", actor=ACTOR, fork=True)
         timings["correct"].append(time.perf_counter() - started)
     linked = set(corpus.depends)
     pairs: list[tuple[int, int]] = []

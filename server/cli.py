@@ -73,6 +73,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _show(model: BaseModel | dict[str, Any], text: str, as_json: bool) -> None:
     """Human commands only: `serve` never writes to stdout, which belongs to the protocol there."""
+    if hasattr(sys.stdout, "reconfigure"):  # a Windows pipe would otherwise take the code page, not CJK
+        sys.stdout.reconfigure(encoding="utf-8")
     if as_json:
         data = model.model_dump(mode="json") if isinstance(model, BaseModel) else model
         text = json.dumps(data, ensure_ascii=False, indent=2)

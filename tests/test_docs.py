@@ -12,7 +12,7 @@ from corrigenda.server.config import Settings
 from .test_tools import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _commands_after(heading: str) -> list[str]:
@@ -30,7 +30,7 @@ def test_every_tool_has_a_readme_row_and_a_description(tmp_path: Path) -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     (command,) = _commands_after("## Test it (fresh machine)")
-    ci = (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert command in ci.splitlines()
 
 

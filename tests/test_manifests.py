@@ -260,7 +260,8 @@ async def test_each_client_snippet_starts_a_server_that_answers(client: str, tmp
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
     }
     params = StdioServerParameters(command=command, args=args, env=full_env)
-    tools = await serve_and_ask(params, scope=env.get("CORRIGENDA_SCOPE"))
+    # the test's client offers no roots: a snippet that sets no scope serves "default"
+    tools = await serve_and_ask(params, scope=env.get("CORRIGENDA_SCOPE", "default"))
     assert {"remember", "correct", "recall_chains"} <= tools
 
 

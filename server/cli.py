@@ -8,12 +8,15 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
 from .config import Settings
+
+if TYPE_CHECKING:
+    from corrigenda.store import Memory
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     changed.add_argument("--since", required=True, help="ISO 8601 time, e.g. 2026-11-30T09:00:00Z")
     changed.add_argument("--limit", type=int, default=50)
+    export = commands.add_parser(
+        "export", parents=[common], help="write notes and events as JSON Lines (every scope, or --scope)"
+    )
+    export.add_argument("--out", help="file to write (default: stdout)")
+    export.add_argument(
+        "--vectors", action="store_true", help="include the embeddings (an import then skips the model)"
+    )
+    load = commands.add_parser(
+        "import", parents=[common], help="import a corrigenda export, or a knowledge-graph memory.jsonl into --scope"
+    )
+    load.add_argument("file")
     return parser
 
 
@@ -84,6 +98,29 @@ def _show(model: BaseModel | dict[str, Any], text: str, as_json: bool) -> None:
 def _fail(message: str) -> int:
     sys.stderr.write(f"corrigenda: {message}\n")
     return 2
+
+
+def _export(memory: Memory, scope: str | None, out: str | None, vectors: bool) -> None:
+    """Every scope unless --scope names one (not the CORRIGENDA_SCOPE default: an export is a backup)."""
+    lines = memory.export(scope, vectors)
+    if out is None:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        return
+    partial = out + ".partial"  # a file cut short never passes for an export
+    with open(partial, "w", encoding="utf-8") as file:
+        for line in lines:
+            file.write(line + "\n")
+    os.replace(partial, out)
+
+
+def _progress(done: int, total: int) -> None:
+    """A bar on stderr, redrawn in place: stdout keeps the summary (or --json) alone."""
+    filled = 30 * done // total if total else 30
+    sys.stderr.write(f"\rimporting notes [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,6 +196,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             assert since is not None
             found = memory.changes(since, scope, args.limit)
             _show(found, render.changes(found), args.json)
+        elif args.command == "export":
+            _export(memory, args.scope, args.out, args.vectors)
+        elif args.command == "import":
+            with open(args.file, encoding="utf-8") as file:
+                lines = file.read().splitlines()  # checked in full before anything is written
+            done = memory.import_lines(
+                lines, scope, actor="corrigenda import", source=os.path.basename(args.file), progress=_progress
+            )
+            _show(done, render.imported(done), args.json)
     except CorrigendaError as exc:
         return _fail(f"{args.command}: {exc}")
     except Exception as exc:  # a person reads this: one line, the traceback only with --log-level DEBUG

@@ -15,6 +15,7 @@ from corrigenda.store.views import (
     Exclusion,
     Forgotten,
     HistoryEntry,
+    Imported,
     LifecycleChange,
     Linked,
     NoteHistory,
@@ -210,4 +211,17 @@ def changes(r: Changes) -> str:
         lines += [f"      NOW {_note(h)}" for h in c.heads]
     if r.more:
         lines.append(f"{r.more} older change(s) left out; raise `limit` or move `since` forward.")
+    return "\n".join(lines)
+
+
+def imported(r: Imported) -> str:
+    lines = [
+        f"Imported a {r.format} file into scope(s) {', '.join(r.scopes) or 'none'}: "
+        f"{r.notes_written} notes and {r.events_written} events written; "
+        f"{r.notes_present} notes and {r.events_present} events were already stored."
+    ]
+    if r.forgotten_skipped:
+        lines.append(f"{r.forgotten_skipped} forgotten note(s) not brought back.")
+    if r.notes_erased:
+        lines.append(f"Erased, as the file's tombstones say: {', '.join(r.notes_erased)}.")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -30,6 +31,10 @@ def _ulid() -> str:
         if value >> 80 <= _last >> 80:
             value = _last + 1
         _last = value
+    return _encode(value)
+
+
+def _encode(value: int) -> str:
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])
@@ -43,6 +48,13 @@ def new_note_id() -> str:
 
 def new_event_id() -> str:
     return EVENT_PREFIX + _ulid()
+
+
+def derived_id(prefix: str, *parts: str) -> str:
+    """An id made from what a record says rather than when, for imports from sources that have no ids
+    (the knowledge-graph memory): importing the same record again finds it stored."""
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
+    return prefix + _encode(int.from_bytes(digest, "big"))
 
 
 def is_note_id(ident: str) -> bool:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
-from . import browse, recall
+from . import browse, recall, transfer
 from .chains import build_chain, event_view, note_view
 from .embedder import Embedder, SentenceTransformerEmbedder
 from .errors import Conflict, CorrigendaError, InvalidArgument, NotFound
@@ -18,7 +18,8 @@ from .explain import explain
 from .fold import Fold, fold
 from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
-from .model import Draft, Event, EventKind, Note, NoteFields, NoteState
+from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
+from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_fields
 from .recall import RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
@@ -26,6 +27,7 @@ from .views import (
     Corrected,
     Exclusion,
     Forgotten,
+    Imported,
     LifecycleChange,
     Linked,
     NoteHistory,
@@ -41,7 +43,6 @@ from .where import check_scope
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT = 20_000
 SIMILAR_SHOWN = 5
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
 CORRECTION_KEEPS = ("kind", "subject", "tags")
@@ -149,14 +150,12 @@ class Memory:
     def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> list[NoteView]:
         """Store many notes in one write (a conversation history, an export): no edges, no similar-notes check.
 
-        Every draft is checked before anything is stored; texts are embedded in one batch.
+        Every draft is checked before anything is stored; texts are embedded in batches (transfer.py).
         """
         now = self.clock()
         scope = check_scope(scope)
         notes = [self._new_note(d, scope, actor, now) for d in drafts]
-        vectors = self.embedder.embed([n.text for n in notes]) if notes else []
-        rows = [(n, v, self.embedder.readable(n.text)) for n, v in zip(notes, vectors, strict=True)]
-        self.tables.add_notes(rows, self.embedder.name)
+        transfer.write_notes(self.tables, self.embedder, notes)
         after = fold(notes, [], max([now, *(n.recorded_at for n in notes)]))  # new notes have no edges yet
         return [note_view(n, after) for n in notes]
 
@@ -521,18 +520,9 @@ class Memory:
     @staticmethod
     def _new_note(draft: Draft, scope: str, actor: str | None, now: datetime) -> Note:
         """The note a draft makes, checked: recorded at the draft's `at`, or else `now`."""
-        text, kind, confidence = draft.text, draft.kind, draft.confidence
-        if not text or not text.strip():
-            raise InvalidArgument("text", "must not be empty")
-        if len(text) > MAX_TEXT:
-            raise InvalidArgument("text", f"is {len(text)} characters; the limit is {MAX_TEXT}")
-        if not 0.0 <= confidence <= 1.0:
-            raise InvalidArgument("confidence", f"{confidence} is outside 0..1")
-        if not kind or not kind.strip():
-            raise InvalidArgument("kind", "must not be empty")
+        check_fields(draft)
+        text, kind = draft.text, draft.kind
         valid_from, valid_until = _utc(draft.valid_from), _utc(draft.valid_until)
-        if valid_from and valid_until and valid_until <= valid_from:
-            raise InvalidArgument("valid_until", "must be later than valid_from")
         fields = draft.model_dump(include=set(NoteFields.model_fields)) | {
             "text": text.strip(), "kind": kind.strip(), "tags": [t.strip() for t in draft.tags if t.strip()],
             "valid_from": valid_from, "valid_until": valid_until,
@@ -600,3 +590,29 @@ class Memory:
         """A scope nothing was ever stored in is most often a mistyped one: say which ones exist."""
         known = ", ".join(f"{c.scope!r} ({c.notes} notes)" for c in self.scopes()[:20]) or "none yet"
         raise InvalidArgument("scope", f"nothing was ever stored in scope {scope!r}; the store's scopes: {known}")
+
+    # -- moving a memory: transfer.py --------------------------------------------------------
+
+    def export(self, scope: str | None = None, vectors: bool = False) -> Iterator[str]:
+        """One scope (every scope, for None) as JSON Lines: notes and events with every stored field."""
+        if scope is not None:
+            scope = check_scope(scope)
+            if scope not in self.tables.scopes():
+                self._unknown_scope(scope)
+        scopes = [scope] if scope is not None else sorted(self.tables.scopes())
+        return transfer.export_lines(self.tables, scopes, self.embedder.name, self.clock(), vectors)
+
+    def import_lines(
+        self,
+        lines: Iterable[str],
+        scope: str = "default",
+        actor: str | None = None,
+        source: str = "import",
+        progress: transfer.Progress | None = None,
+    ) -> Imported:
+        """Import a corrigenda export (into the scopes it names) or a knowledge-graph memory.jsonl (into
+        `scope`), checked in full first; records already stored are left as they are."""
+        parsed = transfer.parse(lines, scope, actor, source, self.clock())
+        imported = transfer.import_parsed(self.tables, self.embedder, parsed, progress)
+        self.graphs.forget()  # its events were appended outside the graphs' bookkeeping
+        return imported

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import InvalidArgument
+
+MAX_TEXT = 20_000
 
 
 class EventKind(StrEnum):
@@ -43,6 +47,25 @@ class NoteFields(BaseModel):
     confidence: float = 1.0
     valid_from: datetime | None = None
     valid_until: datetime | None = None
+
+
+def check_fields(fields: NoteFields) -> None:
+    """What every stored note must satisfy, however it arrives (a write, an import): raises naming the field."""
+    if not fields.text or not fields.text.strip():
+        raise InvalidArgument("text", "must not be empty")
+    if len(fields.text) > MAX_TEXT:
+        raise InvalidArgument("text", f"is {len(fields.text)} characters; the limit is {MAX_TEXT}")
+    if not 0.0 <= fields.confidence <= 1.0:
+        raise InvalidArgument("confidence", f"{fields.confidence} is outside 0..1")
+    if not fields.kind or not fields.kind.strip():
+        raise InvalidArgument("kind", "must not be empty")
+    valid_from, valid_until = fields.valid_from, fields.valid_until
+    if valid_from and valid_until and _aware(valid_until) <= _aware(valid_from):
+        raise InvalidArgument("valid_until", "must be later than valid_from")
+
+
+def _aware(t: datetime) -> datetime:
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t
 
 
 class Draft(NoteFields):

@@ -225,3 +225,20 @@ class Changes(BaseModel):
     until: datetime = Field(description="When this was read.")
     changes: list[Change] = Field(description="Newest first.")
     more: int = Field(0, description="Older changes since `since` left out by `limit`.")
+
+
+class Imported(BaseModel):
+    """What an import wrote. Records already stored (the same id) are left as they are."""
+
+    format: Literal["corrigenda", "knowledge-graph"]
+    scopes: list[str] = Field(description="The scopes the file's records belong to.")
+    notes_written: int
+    events_written: int
+    notes_present: int = Field(description="Notes of the file already stored: not written again.")
+    events_present: int = Field(description="Events of the file already stored: not written again.")
+    forgotten_skipped: int = Field(
+        description="Notes of the file not written because a `forgets` tombstone (stored, or in the file) names them."
+    )
+    notes_erased: list[str] = Field(
+        default_factory=list, description="Stored notes that a tombstone in the file erased."
+    )

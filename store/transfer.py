@@ -1,0 +1,409 @@
+"""Export and import: a store's notes and lifecycle events as JSON Lines and back, without loss;
+and the official knowledge-graph memory server's `memory.jsonl` (README, "Export and import").
+
+An export is a header line, then scope by scope its notes and its events, each oldest first, with
+every field as stored: ids, scope, times, actors, reasons, and the vectors if asked for. Importing
+a file is:
+- checked in full before anything is written: each line parsed and checked as a write checks a
+  note, and every edge's notes found in the file or the store; a bad line is named by its number
+  and nothing is stored;
+- idempotent: a record whose id is stored already is left alone (one stored with other content
+  is refused), so importing a file twice changes nothing;
+- faithful to `forget`: a note that a `forgets` tombstone names, in the store or in the file, is
+  never written, nor any event naming it; a tombstone from the file erases its note here too;
+- written the way every write is (tables.py): the events first, then the notes in batches,
+  each batch embedded at once and its row the commit point of its edges.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from .embedder import Embedder
+from .errors import InvalidArgument
+from .ids import EVENT_PREFIX, NOTE_PREFIX, check_id, derived_id, is_note_id
+from .model import Event, EventKind, Note, check_fields
+from .tables import Tables
+from .views import Imported
+from .where import check_scope
+
+FORMAT = "corrigenda-export"
+VERSION = 1
+BATCH = 256  # notes embedded and written at once: one model call, one append
+LOOKUP = 1000  # ids per query when looking for stored notes
+
+Progress = Callable[[int, int], None]  # (notes written, notes to write)
+Format = Literal["corrigenda", "knowledge-graph"]
+
+
+def _json(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- export --------------------------------------------------------------------------------
+
+
+def export_lines(
+    tables: Tables, scopes: Sequence[str], model: str, now: datetime, vectors: bool = False
+) -> Iterator[str]:
+    """The export of `scopes`, line by line. A note under a tombstone (its erasure under way) and an
+    edge whose note never landed (a write cut short) are left out: nothing reads them."""
+    stored = tables.stored_model()
+    header = {
+        "type": FORMAT, "version": VERSION, "exported_at": now.isoformat(), "model": stored[0] if stored else model,
+        "dimension": stored[1] if stored else None, "vectors": vectors, "scopes": list(scopes),
+    }  # fmt: skip
+    yield _json(header)
+    for scope in scopes:
+        notes = tables.scope_notes(scope, with_vectors=vectors)
+        _, events = tables.scope_events(scope)  # read after the notes: a note read has its edges stored
+        by_id: dict[str, Event] = {}
+        for e in events:
+            by_id.setdefault(e.id, e)
+        forgotten = {e.dst for e in by_id.values() if e.kind is EventKind.FORGETS}
+        kept = {n.id for n, _ in notes if n.id not in forgotten}
+        for note, vector in sorted(notes, key=lambda nv: (nv[0].recorded_at, nv[0].id)):
+            if note.id in kept:
+                record = {"type": "note", **note.model_dump(mode="json")}
+                yield _json(record | {"vector": vector} if vectors else record)
+        for event in sorted(by_id.values(), key=lambda e: (e.recorded_at, e.id)):
+            if _readable_edge(event, kept, by_id):
+                yield _json({"type": "event", **event.model_dump(mode="json")})
+
+
+def _readable_edge(event: Event, notes: set[str], events: Mapping[str, Event]) -> bool:
+    """Whether the fold would read this event: a tombstone always; an edge whose notes exist."""
+    if event.kind is EventKind.FORGETS:
+        return True
+    if event.src is not None and event.src not in notes:
+        return False
+    if is_note_id(event.dst):
+        return event.dst in notes
+    target = events.get(event.dst)
+    return event.kind is EventKind.REINSTATES and target is not None and _readable_edge(target, notes, events)
+
+
+# -- reading a file ------------------------------------------------------------------------
+
+
+@dataclass
+class Parsed:
+    """A file's records, checked one by one; `line` maps each id to the line it came from."""
+
+    format: Format
+    notes: dict[str, Note] = field(default_factory=dict)
+    events: dict[str, Event] = field(default_factory=dict)
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    line: dict[str, int] = field(default_factory=dict)
+    model: str | None = None
+    # edges to notes that may not exist, dropped rather than refused (a relation to an entity the
+    # knowledge graph never created: that server does not check them either)
+    optional_edges: set[str] = field(default_factory=set)
+
+
+def _records(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(f"line {number}", f"not JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            raise InvalidArgument(f"line {number}", 'not a record: each line is a JSON object with a "type"')
+        yield number, record
+
+
+def parse(lines: Iterable[str], scope: str, actor: str | None, source: str, now: datetime) -> Parsed:
+    """A corrigenda export or a knowledge-graph `memory.jsonl`, told apart by its first record's type
+    (the header, or an entity or relation); `scope`, `actor`, `source` and `now` are for the
+    knowledge graph, whose lines have none of them."""
+    records = _records(lines)
+    first = next(records, None)
+    if first is None:
+        raise InvalidArgument("file", "is empty")
+    number, record = first
+    if record["type"] == FORMAT:
+        return _parse_export(number, record, records)
+    if record["type"] in ("entity", "relation"):
+        return _parse_graph([first, *records], check_scope(scope), actor, source, now)
+    raise InvalidArgument(
+        f"line {number}",
+        f'type {record["type"]!r}: a corrigenda export starts with its "{FORMAT}" header; a knowledge-graph '
+        'memory.jsonl has "entity" and "relation" lines',
+    )
+
+
+def _parse_export(number: int, header: dict[str, Any], records: Iterator[tuple[int, dict[str, Any]]]) -> Parsed:
+    if header.get("version") != VERSION:
+        raise InvalidArgument(f"line {number}", f"export version {header.get('version')!r}; this reads {VERSION}")
+    parsed = Parsed("corrigenda", model=header.get("model"))
+    dimension = header.get("dimension")
+    for number, record in records:
+        kind = record.pop("type")
+        try:
+            if kind == "note":
+                vector = record.pop("vector", None)
+                note = _note(record)
+                if vector is not None:
+                    if not isinstance(vector, list) or len(vector) != dimension:
+                        raise InvalidArgument(
+                            "vector", f"must be a list of {dimension} numbers (the header's dimension)"
+                        )
+                    parsed.vectors[note.id] = vector
+                _add(parsed, note.id, note, number)
+            elif kind == "event":
+                event = _event(record)
+                _add(parsed, event.id, event, number)
+            else:
+                raise InvalidArgument("type", f"{kind!r} is not a record of an export (note or event)")
+        except (InvalidArgument, ValidationError) as exc:
+            raise InvalidArgument(f"line {number}", _problem(exc)) from None
+    return parsed
+
+
+def _note(record: dict[str, Any]) -> Note:
+    _known_fields(record, Note.model_fields)
+    note = Note.model_validate(record)
+    check_id(note.id, "id", prefix=NOTE_PREFIX)
+    if check_scope(note.scope) != note.scope:
+        raise InvalidArgument("scope", f"{note.scope!r} is not in Unicode NFC, as every stored scope is")
+    check_fields(note)
+    return note.model_copy(update={k: _aware(getattr(note, k)) for k in ("recorded_at", "valid_from", "valid_until")})
+
+
+def _event(record: dict[str, Any]) -> Event:
+    _known_fields(record, Event.model_fields)
+    event = Event.model_validate(record)
+    check_id(event.id, "id", prefix=EVENT_PREFIX)
+    check_scope(event.scope)
+    if event.src is not None:
+        check_id(event.src, "src", prefix=NOTE_PREFIX)
+    check_id(event.dst, "dst", prefix=None if event.kind is EventKind.REINSTATES else NOTE_PREFIX)
+    if (event.src is None) != (event.kind in (EventKind.REVOKES, EventKind.REINSTATES, EventKind.FORGETS)):
+        raise InvalidArgument("src", f"a {event.kind.value} event {'has no' if event.src else 'needs a'} src")
+    return event.model_copy(update={"recorded_at": _aware(event.recorded_at)})
+
+
+def _known_fields(record: Mapping[str, Any], fields: Iterable[str]) -> None:
+    unknown = sorted(set(record) - set(fields))
+    if unknown:
+        raise InvalidArgument(unknown[0], "is not a field of this record")
+
+
+def _aware(t: datetime | None) -> datetime | None:
+    return t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
+
+
+def _problem(exc: InvalidArgument | ValidationError) -> str:
+    if isinstance(exc, InvalidArgument):
+        return str(exc)
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors(include_url=False))
+
+
+def _add(parsed: Parsed, ident: str, record: Note | Event, number: int) -> None:
+    if ident in parsed.line:
+        raise InvalidArgument("id", f"{ident} is already on line {parsed.line[ident]}")
+    parsed.line[ident] = number
+    if isinstance(record, Note):
+        parsed.notes[ident] = record
+    else:
+        parsed.events[ident] = record
+
+
+def _parse_graph(
+    records: Iterable[tuple[int, dict[str, Any]]], scope: str, actor: str | None, source: str, now: datetime
+) -> Parsed:
+    """The knowledge graph's shapes as notes and edges (README, "Export and import"):
+    - an entity is a note "<name> is a <entityType>" (kind `entity`, subject the name, tagged
+      with the type);
+    - each observation is a note "<name>: <observation>" (kind `observation`) that `depends_on`
+      its entity's note, so recall brings the entity along;
+    - a relation is a note "<from> <relationType> <to>" (kind `relation`) that `depends_on` both
+      entities' notes: in corrigenda a relation is a claim, which can be corrected or revoked.
+    The graph has no ids or times: ids are derived from the scope and the words, so the same
+    file imported again finds everything stored; every note is recorded at the import."""
+    parsed = Parsed("knowledge-graph")
+    entities: dict[str, str] = {}  # entity name → its note's id
+
+    def note(number: int, text: str, kind: str, subject: str, tags: list[str], *key: str) -> str:
+        ident = derived_id(NOTE_PREFIX, scope, kind, *key)
+        if ident not in parsed.notes:
+            fields = {"text": text, "kind": kind, "subject": subject, "tags": tags, "source": source}
+            made = Note(**fields, id=ident, scope=scope, actor=actor, recorded_at=now)
+            check_fields(made)
+            parsed.notes[ident] = made
+            parsed.line[ident] = number
+        return ident
+
+    def needs(number: int, src: str, dst: str, optional: bool = False) -> None:
+        ident = derived_id(EVENT_PREFIX, scope, "depends_on", src, dst)
+        parsed.events[ident] = Event(
+            id=ident, kind=EventKind.DEPENDS_ON, src=src, dst=dst, scope=scope, actor=actor, recorded_at=now
+        )
+        parsed.line.setdefault(ident, number)
+        if optional:
+            parsed.optional_edges.add(ident)
+
+    relations = []
+    for number, record in records:
+        try:
+            if record["type"] == "entity":
+                name, entity_type = _text(record, "name"), _text(record, "entityType")
+                observations = record.get("observations", [])
+                if not isinstance(observations, list):
+                    raise InvalidArgument("observations", "must be a list of strings")
+                article = "an" if entity_type[:1].lower() in "aeiou" else "a"
+                entity = note(number, f"{name} is {article} {entity_type}", "entity", name, [entity_type], name)
+                entities[name] = entity
+                for i, observation in enumerate(observations):
+                    if not isinstance(observation, str) or not observation.strip():
+                        raise InvalidArgument(f"observations[{i}]", "must be a non-empty string")
+                    said = note(number, f"{name}: {observation}", "observation", name, [entity_type], name, observation)
+                    needs(number, said, entity)
+            elif record["type"] == "relation":
+                relations.append((number, _text(record, "from"), _text(record, "to"), _text(record, "relationType")))
+            else:
+                raise InvalidArgument(
+                    "type", f"{record['type']!r}: a knowledge-graph file has entity and relation lines"
+                )
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"line {number}", str(exc)) from None
+    for number, src, dst, relation in relations:
+        claim = note(number, f"{src} {relation} {dst}", "relation", src, [relation], src, relation, dst)
+        for name in dict.fromkeys((src, dst)):
+            # an entity of an earlier import has the same derived id; one that never existed is dropped
+            entity = entities.get(name, derived_id(NOTE_PREFIX, scope, "entity", name))
+            needs(number, claim, entity, optional=name not in entities)
+    return parsed
+
+
+def _text(record: Mapping[str, Any], key: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(key, "must be a non-empty string")
+    return value
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: Progress | None = None) -> Imported:
+    """Check the parsed records against the store (module docstring), then write what is new."""
+    tables.check_model(embedder.name)
+    scopes = sorted({n.scope for n in parsed.notes.values()} | {e.scope for e in parsed.events.values()})
+    stored_events: dict[str, Event] = {}
+    for scope in scopes:
+        for e in tables.scope_events(scope)[1]:
+            stored_events.setdefault(e.id, e)
+    forgotten = {e.dst for e in [*stored_events.values(), *parsed.events.values()] if e.kind is EventKind.FORGETS}
+    wanted = [*parsed.notes, *(e.dst for e in parsed.events.values() if is_note_id(e.dst))]
+    stored_notes = _stored_notes(tables, wanted)
+    known = {i: n for i, n in {**stored_notes, **parsed.notes}.items() if i not in forgotten}
+    all_events = {**stored_events, **parsed.events}
+
+    def names_forgotten(event: Event) -> bool:
+        if event.kind is EventKind.FORGETS:
+            return False
+        target = all_events.get(event.dst)
+        return event.src in forgotten or event.dst in forgotten or (target is not None and names_forgotten(target))
+
+    notes, present_notes, skipped = [], 0, 0
+    for ident, note in parsed.notes.items():
+        if ident in forgotten:
+            skipped += 1
+        elif ident in stored_notes:
+            _same(parsed, ident, stored_notes[ident], note)
+            present_notes += 1
+        else:
+            notes.append(note)
+    events, present_events = [], 0
+    for ident, event in parsed.events.items():
+        if names_forgotten(event):
+            continue
+        if event.kind is not EventKind.FORGETS and not _ends_exist(parsed, event, known, all_events):
+            continue  # an optional edge whose note does not exist
+        if ident in stored_events:
+            _same(parsed, ident, stored_events[ident], event)
+            present_events += 1
+        else:
+            events.append(event)
+
+    # Checked: now write, the edges first (invisible until their notes land), then the notes.
+    events.sort(key=lambda e: (e.recorded_at, e.id))
+    if events:
+        tables.add_events(events)
+    erased = []
+    for e in events:
+        if e.kind is EventKind.FORGETS and e.dst in stored_notes:
+            tables.erase(e.dst)
+            erased.append(e.dst)
+    notes.sort(key=lambda n: (n.recorded_at, n.id))
+    same_model = parsed.model == embedder.name
+    write_notes(tables, embedder, notes, parsed.vectors if same_model else {}, progress)
+    return Imported(
+        format=parsed.format, scopes=scopes, notes_written=len(notes), events_written=len(events),
+        notes_present=present_notes, events_present=present_events, forgotten_skipped=skipped, notes_erased=erased,
+    )  # fmt: skip
+
+
+def _stored_notes(tables: Tables, ids: Iterable[str]) -> dict[str, Note]:
+    wanted = list(dict.fromkeys(ids))
+    found: dict[str, Note] = {}
+    for start in range(0, len(wanted), LOOKUP):
+        found.update(tables.notes(wanted[start : start + LOOKUP]))
+    return found
+
+
+def _ends_exist(parsed: Parsed, event: Event, notes: Mapping[str, Note], events: Mapping[str, Event]) -> bool:
+    """Whether an edge's notes (or, for a reinstates, the event it retracts) exist, in the event's
+    scope; refuses the line if not, unless the edge is optional."""
+    ends = [("src", event.src)] if event.src else []
+    ends.append(("dst", event.dst))
+    for end, ident in ends:
+        assert ident is not None
+        target: Note | Event | None = notes.get(ident) if is_note_id(ident) else events.get(ident)
+        if target is not None and target.scope == event.scope:
+            continue
+        if event.id in parsed.optional_edges:
+            return False
+        where = f"in scope {target.scope!r}, not {event.scope!r}" if target else "neither in the file nor in the store"
+        raise InvalidArgument(f"line {parsed.line[event.id]}", f"{end}: {ident} is {where}")
+    return True
+
+
+def _same(parsed: Parsed, ident: str, stored: Note | Event, given: Note | Event) -> None:
+    """A record stored under the file's id must be the file's record; a derived id (the knowledge
+    graph's) already says the words are the same, and its time is the earlier import's."""
+    if parsed.format == "corrigenda" and stored != given:
+        differ = [k for k in type(given).model_fields if getattr(stored, k) != getattr(given, k)]
+        raise InvalidArgument(
+            f"line {parsed.line[ident]}", f"{ident} is already stored with another {', '.join(differ)}"
+        )
+
+
+def write_notes(
+    tables: Tables,
+    embedder: Embedder,
+    notes: Sequence[Note],
+    vectors: Mapping[str, Sequence[float]] | None = None,
+    progress: Progress | None = None,
+) -> None:
+    """Store checked notes in batches of BATCH: each batch embedded at once (but for the notes whose
+    vector is given), then appended in one write."""
+    vectors = vectors or {}
+    for start in range(0, len(notes), BATCH):
+        batch = notes[start : start + BATCH]
+        missing = [n for n in batch if n.id not in vectors]
+        texts = [n.text for n in missing]
+        embedded = dict(zip((n.id for n in missing), embedder.embed(texts) if texts else [], strict=True))
+        rows = [(n, vectors.get(n.id) or embedded[n.id], embedder.readable(n.text)) for n in batch]
+        tables.add_notes(rows, embedder.name)
+        if progress is not None:
+            progress(start + len(batch), len(notes))

@@ -1,0 +1,224 @@
+"""Export and import: lossless round trips, idempotence, refusal of bad files, forget honoured, and the
+knowledge-graph memory server's memory.jsonl (made by that server's own code: fixtures/make_kg_memory.py)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder
+from corrigenda.store.model import Event, EventKind, Note
+from corrigenda.store.transfer import _event, _note
+from hypothesis import given
+from hypothesis import strategies as st
+
+from .test_cli import run
+
+KG_FIXTURE = Path(__file__).parent / "fixtures" / "kg_memory.jsonl"
+T0 = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
+QUERIES = ["which port does the service listen on?", "who owns billing?", "database version", "backups"]
+
+
+def hours(n: float) -> datetime:
+    return T0 + timedelta(hours=n)
+
+
+def build(memory: Memory) -> dict[str, str]:
+    """A store with every kind of event, actors, tags, validity windows and a forgotten note."""
+    ids = {}
+    proxy = memory.remember(
+        Draft(text="Traffic enters through the nginx proxy", tags=["infra"], at=hours(0)), scope="ops", actor="claude"
+    ).note
+    port = memory.remember(
+        Draft(text="The service listens on 8080", subject="service.port", at=hours(1)), scope="ops", actor="claude"
+    ).note
+    ids["port"] = port.id
+    fix = memory.correct(
+        port.id, Draft(text="The service listens on 9090", at=hours(2)), reason="moved behind the proxy", actor="cursor"
+    )
+    memory.link(fix.note.id, proxy.id, "depends_on", at=hours(2.5))
+    owner = memory.remember(Draft(text="Alice owns billing", at=hours(3)), scope="ops").note
+    detail = memory.remember(Draft(text="Alice owns billing since the March reorg", at=hours(3.5)), scope="ops").note
+    memory.link(detail.id, owner.id, "refines", at=hours(3.6))
+    db = memory.remember(
+        Draft(text="The database is PostgreSQL 15", confidence=0.7, valid_until=hours(100), at=hours(4)), scope="ops"
+    ).note
+    revoked = memory.revoke(db.id, reason="it was never upgraded from 14", at=hours(5))
+    memory.reinstate(revoked.event.id, reason="it was, on the 3rd", at=hours(6))  # type: ignore[union-attr]
+    secret = memory.remember(Draft(text="The backups password is hunter2", at=hours(7)), scope="ops").note
+    ids["secret"] = secret.id
+    memory.remember(Draft(text="Backups run nightly at 02:00", at=hours(7.5)), scope="home")
+    memory.forget(secret.id, reason="a person asked")
+    return ids
+
+
+def recalls(memory: Memory) -> list[dict[str, object]]:
+    return [
+        memory.recall(q, scope="ops", as_of=as_of).model_dump(mode="json")
+        for q in QUERIES
+        for as_of in (None, hours(1.5), hours(5.5))
+    ]
+
+
+def test_a_round_trip_keeps_every_record_and_gives_the_same_recall(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    build(memory)
+    exported = list(memory.export(vectors=True))
+    header = json.loads(exported[0])
+    assert header["type"] == "corrigenda-export" and header["scopes"] == ["home", "ops"]
+    assert "hunter2" not in "\n".join(exported)  # the forgotten note stays forgotten
+
+    copy = Memory(str(tmp_path / "copy"), embedder)
+    done = copy.import_lines(exported)
+    assert (done.notes_written, done.events_written) == (7, 6)  # 6 edges and 1 tombstone
+    assert list(copy.export(vectors=True))[1:] == exported[1:]  # every field, line for line
+    assert recalls(copy) == recalls(memory)  # the same chains, scores, history and as_of replays
+
+    again = copy.import_lines(exported)
+    assert (again.notes_written, again.events_written, again.notes_present, again.events_present) == (0, 0, 7, 6)
+    assert copy.stats()["notes"] == 7 and copy.stats()["events"] == 6
+
+
+def test_without_vectors_the_import_embeds_again_and_recalls_the_same_chains(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    build(memory)
+    copy = Memory(str(tmp_path / "copy"), embedder)
+    progress: list[tuple[int, int]] = []
+    copy.import_lines(memory.export(), progress=lambda done, total: progress.append((done, total)))
+    assert progress == [(7, 7)]
+
+    def chains(m: Memory) -> list[list[tuple[str, list[str], list[str]]]]:
+        return [
+            [(c.chain_id, [h.id for h in c.heads], [h.note.id for h in c.history]) for c in m.recall(q, "ops").chains]
+            for q in QUERIES
+        ]
+
+    assert chains(copy) == chains(memory)
+
+
+def test_a_bad_line_is_named_and_nothing_is_stored(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    build(memory)
+    good = list(memory.export())
+    target = Memory(str(tmp_path / "target"), embedder)
+    target.remember(Draft(text="A note that was there before"), scope="ops")
+    before = target.stats()
+
+    broken_json = [*good[:3], "{not json", *good[3:]]
+    empty_text = [json.dumps({**json.loads(line), "text": " "}) if i == 2 else line for i, line in enumerate(good)]
+    edge = next(line for line in good if json.loads(line).get("kind") == "supersedes")
+    dangling = [*good, json.dumps({**json.loads(edge), "id": "e_" + "1" * 26, "src": "n_" + "0" * 26})]
+    for lines, number, problem in (
+        (broken_json, 4, "not JSON"),
+        (empty_text, 3, "text: must not be empty"),
+        (dangling, len(dangling), "neither in the file nor in the store"),
+        ([good[0], good[1], good[1]], 3, "already on line 2"),
+        ([good[1]], 1, "header"),
+    ):
+        with pytest.raises(InvalidArgument, match=rf"^line {number}: .*{problem}"):
+            target.import_lines(lines)
+        assert target.stats() == before
+
+
+def test_an_old_export_does_not_bring_back_a_forgotten_note(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    kept = memory.remember(Draft(text="The VPN gateway is vpn-2"), scope="ops").note
+    secret = memory.remember(Draft(text="The alarm code is 4711"), scope="ops").note
+    old_export = list(memory.export())
+    elsewhere = Memory(str(tmp_path / "elsewhere"), embedder)
+    elsewhere.import_lines(old_export)  # a copy made before the forget
+
+    memory.forget(secret.id, reason="a person asked")
+    back = memory.import_lines(old_export)
+    assert back.forgotten_skipped == 1 and back.notes_written == 0 and back.notes_present == 1
+    assert secret.id not in memory.tables.notes([secret.id, kept.id])
+
+    # the new export carries the tombstone, which erases the note from the older copy too
+    erased = elsewhere.import_lines(memory.export())
+    assert erased.notes_erased == [secret.id]
+    assert elsewhere.tables.notes([secret.id]) == {}
+    assert all("4711" not in c.heads[0].text for c in elsewhere.recall("alarm code", "ops").chains)
+
+
+def test_a_knowledge_graph_memory_file_becomes_notes_that_depend_on_their_entities(memory: Memory) -> None:
+    lines = KG_FIXTURE.read_text().splitlines()
+    assert {json.loads(line)["type"] for line in lines} == {"entity", "relation"}
+    done = memory.import_lines(lines, scope="kg", actor="corrigenda import", source="memory.jsonl")
+    # 3 entities, 7 observations, 2 relations; each observation needs its entity, each relation both
+    assert (done.format, done.notes_written, done.events_written) == ("knowledge-graph", 12, 11)
+
+    recalled = memory.recall("which port does the payments service listen on?", "kg", max_chains=1)
+    (chain,) = recalled.chains
+    assert [h.text for h in chain.heads] == ["Payments_Service: Listens on port 9090"]
+    assert [p.text for p in chain.prerequisites] == ["Payments_Service is a service"]
+    assert chain.heads[0].kind == "observation" and chain.heads[0].tags == ["service"]
+    assert chain.heads[0].actor == "corrigenda import" and chain.heads[0].source == "memory.jsonl"
+
+    on_call = memory.recall("who is on call for the payments service?", "kg", max_chains=1).chains[0]
+    assert on_call.heads[0].text == "Maria_Lopez is on call for Payments_Service"
+    assert {p.text for p in on_call.prerequisites} == {"Maria_Lopez is a person", "Payments_Service is a service"}
+
+    again = memory.import_lines(lines, scope="kg")
+    assert (again.notes_written, again.events_written, again.notes_present) == (0, 0, 12)
+
+    # a correction of an imported observation works like any other
+    fixed = memory.correct(chain.heads[0].id, Draft(text="Payments_Service: Listens on port 9443"), reason="TLS")
+    assert [p.id for p in fixed.chain.prerequisites] == [chain.prerequisites[0].id]
+
+    bad = [*lines[:2], json.dumps({"type": "entity", "name": "X", "entityType": "thing", "observations": [""]})]
+    with pytest.raises(InvalidArgument, match=r"^line 3: observations\[0\]"):
+        memory.import_lines(bad, scope="kg2")
+    with pytest.raises(InvalidArgument, match=r"^line 2: .*entity and relation lines"):
+        memory.import_lines([lines[0], json.dumps({"type": "note", "text": "x"})], scope="kg2")
+    assert "kg2" not in memory.tables.scopes()
+
+
+def test_the_export_and_import_commands(tmp_path: Path, db: str, memory: Memory) -> None:
+    build(memory)
+    out = tmp_path / "ops.jsonl"
+    exported = run("export", "--db", db, "--scope", "ops", "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(out.read_text().splitlines()[0])["scopes"] == ["ops"]
+
+    copy = str(tmp_path / "copy")
+    imported = run("import", str(out), "--db", copy)
+    assert imported.returncode == 0, imported.stderr
+    assert "6 notes" in imported.stdout and "6/6" in imported.stderr  # the summary; the progress bar
+    kg = run("import", str(KG_FIXTURE), "--db", copy, "--scope", "kg", "--json")
+    assert json.loads(kg.stdout)["notes_written"] == 12
+
+    (tmp_path / "bad.jsonl").write_text(out.read_text().replace('"kind":"fact"', '"kind":""', 1))
+    refused = run("import", str(tmp_path / "bad.jsonl"), "--db", str(tmp_path / "fresh"))
+    assert refused.returncode == 2 and "line 2: kind: must not be empty" in refused.stderr
+    assert not (tmp_path / "fresh" / "notes.lance").exists()
+
+
+times = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC))
+ids = st.text("0123456789abcdefghjkmnpqrstvwxyz", min_size=25, max_size=25).map(lambda s: "0" + s)
+texts = st.text(min_size=1, max_size=200).filter(lambda t: t.strip())
+
+
+notes = st.builds(
+    Note, id=ids.map(lambda i: "n_" + i), scope=st.sampled_from(["ops", "My Project", "项目"]), text=texts,
+    kind=texts, subject=st.none() | st.text(), tags=st.lists(st.text()), source=st.none() | st.text(),
+    actor=st.none() | st.text(), confidence=st.floats(0, 1), recorded_at=times,
+    valid_from=st.none() | times, valid_until=st.none(),
+)  # fmt: skip
+events = st.builds(
+    Event, id=ids.map(lambda i: "e_" + i), kind=st.just(EventKind.SUPERSEDES), src=ids.map(lambda i: "n_" + i),
+    dst=ids.map(lambda i: "n_" + i), scope=st.just("ops"), reason=st.none() | st.text(),
+    actor=st.none() | st.text(), confidence=st.floats(0, 1), recorded_at=times,
+)  # fmt: skip
+
+
+@given(notes, events)
+def test_a_record_reads_back_from_its_export_line_unchanged(note: Note, event: Event) -> None:
+    for record, read in ((note, _note), (event, _event)):
+        line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False)
+        assert read(json.loads(line)) == record

@@ -43,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="http only; env CORRIGENDA_HOST (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="http only; env CORRIGENDA_PORT (default 8765)")
     serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    serve.add_argument(
+        "--ui", action="store_true", help="also run the read-only web view on --ui-port (loopback --host only)"
+    )
+    serve.add_argument("--ui-port", type=int, help="env CORRIGENDA_UI_PORT (default 8766)")
 
     recall = commands.add_parser("recall", parents=[common], help="print what recall_chains returns for a query")
     recall.add_argument("query")
@@ -77,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
         "import", parents=[common], help="import a corrigenda export, or a knowledge-graph memory.jsonl into --scope"
     )
     load.add_argument("file")
+    web = commands.add_parser("ui", parents=[common], help="a read-only web view of the memory, on loopback")
+    web.add_argument("--host", help="a loopback address (env CORRIGENDA_HOST; default 127.0.0.1)")
+    web.add_argument("--port", dest="ui_port", type=int, help="env CORRIGENDA_UI_PORT (default 8766)")
     return parser
 
 
@@ -145,6 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = build_server(settings)
         if settings.transport == "http":
             try:
+                if args.ui:
+                    from .app import build_memory
+                    from .ui import serve_ui_beside
+
+                    serve_ui_beside(
+                        build_memory(settings), settings.scope or "default", settings.host, settings.ui_port
+                    )
                 serve_http(server, settings)
             except RefusedToListen as exc:
                 return _fail(str(exc))
@@ -169,6 +183,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PydanticCustomError as exc:
         return _fail(f"--as-of: {exc}")
     memory = build_memory(settings)
+    if args.command == "ui":
+        from .http import RefusedToListen
+        from .ui import serve_ui
+
+        try:
+            serve_ui(memory, scope, settings.host, settings.ui_port)
+        except RefusedToListen as exc:
+            return _fail(str(exc))
+        return 0
     try:
         if args.command == "recall":
             r = memory.recall(args.query, scope, args.budget_tokens, as_of=as_of)

@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
+    ui_port: int = Field(8766, ge=1, le=65535, description="Port of the read-only web view (`corrigenda ui`).")
     # From the environment only, never a flag: a flag's value shows in `ps` to every local user.
     token: SecretStr | None = Field(
         None, description="Bearer token every HTTP request must carry; required off loopback."

@@ -1,0 +1,159 @@
+"""`corrigenda ui` end to end: the real command in its own process, driven in headless Chromium
+(Debian's `chromium`, installed by .ci/run) by Playwright."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from corrigenda.store import Draft, Memory
+
+from .test_cli import CORRIGENDA, run
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--no-first-run",
+]  # fmt: skip
+BEFORE = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+AFTER = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (.ci/run installs it)")
+
+
+def seed(memory: Memory) -> dict[str, str]:
+    """A port that was corrected on 20 November, what it rests on, a neighbour, and a forgotten note."""
+    old = memory.remember(
+        Draft(text="The payments service listens on port 8080", at=BEFORE), scope="ops", actor="claude-code"
+    ).note
+    proxy = memory.remember(
+        Draft(text="Traffic enters through the nginx proxy on lb-1", at=BEFORE), scope="ops", actor="claude-code"
+    ).note
+    new = memory.correct(
+        old.id, Draft(text="The payments service listens on port 9090", at=AFTER), reason="moved behind the new proxy",
+        depends_on=[proxy.id], actor="cursor",
+    ).note  # fmt: skip
+    memory.remember(Draft(text="Alice owns the billing service", at=BEFORE), scope="ops", actor="claude-code")
+    gone = memory.remember(Draft(text="The staging root password is tulip", at=BEFORE), scope="ops").note
+    memory.forget(gone.id, reason="a person asked for it to be erased")
+    return {"old": old.id, "new": new.id, "gone": gone.id}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_ui(db: str, port: int) -> Iterator[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [CORRIGENDA, "ui", "--db", db, "--scope", "ops", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):  # until it answers (it imports LanceDB first)
+            try:
+                urllib.request.urlopen(base + "/static/ui.css", timeout=2).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
+                time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+def ui(db: str, memory: Memory) -> Iterator[tuple[str, dict[str, str]]]:
+    ids = seed(memory)
+    for base in start_ui(db, free_port()):
+        yield base, ids
+
+
+def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui: tuple[str, dict[str, str]]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, ids = ui
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1100, "height": 700})
+
+        # 1. load: the scope picker offers the store's scope
+        page.goto(base + "/")
+        expect(page.locator("h1")).to_have_text("Search scope ops")
+        expect(page.locator("select[name=scope] option[selected]")).to_have_text("ops (4)")
+
+        # 2. search: the chain as an agent gets it, NOW first, HISTORY with who, when and why
+        page.fill("input[name=q]", "which port does the payments service use?")
+        page.click("button:has-text('Recall')")
+        chain = page.locator("section.chain").first
+        expect(chain.locator("li.now .text")).to_have_text("The payments service listens on port 9090")
+        expect(chain.locator("li.needs .text")).to_have_text("Traffic enters through the nginx proxy on lb-1")
+        history = chain.locator("li.history")
+        expect(history.locator(".text")).to_have_text("The payments service listens on port 8080")
+        expect(history.locator(".why")).to_contain_text("2026-11-20 14:00:00 UTC because “moved behind the new proxy”")
+        page.screenshot(path=str(tmp_path / "search.png"))
+
+        # 3. open the chain: its timeline of events
+        chain.locator("h2 a").click()
+        expect(page.locator("h1")).to_have_text(f"Chain of {ids['old']}")
+        row = page.locator("table.timeline tbody tr", has_text="supersedes")
+        expect(row).to_contain_text("cursor")
+        expect(row).to_contain_text("moved behind the new proxy")
+        expect(row).to_contain_text("yes")
+
+        # 4. a note page answers why_excluded
+        page.goto(f"{base}/note/{ids['old']}")
+        expect(page.locator(".verdict")).to_have_text("HISTORY")
+        expect(page.locator("main")).to_contain_text(f"superseded by {ids['new']}")
+
+        # 5. move as_of back before the correction: the old value is NOW, and nothing is history yet
+        page.goto(f"{base}/?scope=ops&q=which+port+does+the+payments+service+use%3F")
+        page.fill("input[name=as_of]", "2026-11-10T12:00:00")
+        page.click("button:has-text('Recall')")
+        expect(page.locator(".summary")).to_contain_text("as the store was at 2026-11-10 12:00:00 UTC")
+        first = page.locator("section.chain").first
+        expect(first.locator("li.now .text")).to_have_text("The payments service listens on port 8080")
+        expect(page.locator("li.history")).to_have_count(0)
+
+        # 6. the changes feed
+        page.goto(f"{base}/changes?scope=ops&since=2026-11-01T00:00:00")
+        expect(page.locator("li.change.corrected")).to_contain_text("The payments service listens on port 8080")
+        expect(page.locator("li.change.corrected li.now")).to_contain_text("9090")
+        expect(page.locator("li.change.forgotten")).to_contain_text(ids["gone"])
+        assert "tulip" not in page.content()
+
+        # 7. bad input: a clear message, and nothing altered
+        response = page.goto(f"{base}/?scope=osp&q=port")
+        assert response is not None and response.status == 404
+        expect(page.locator(".error")).to_have_text("Scope 'osp' holds nothing. The scopes in this store: 'ops'.")
+        response = page.goto(f"{base}/note/{ids['gone']}")
+        assert response is not None and response.status == 404
+        expect(page.locator(".error")).to_contain_text(ids["gone"])
+        response = page.goto(f"{base}/?scope=ops&q=port&as_of=last+week")
+        assert response is not None and response.status == 400
+        expect(page.locator(".error")).to_contain_text("ISO 8601")
+        assert page.request.post(f"{base}/", data={"q": "x"}).status == 405  # it has no route that writes
+        browser.close()
+
+
+def test_the_ui_listens_on_loopback_only_and_checks_the_host(tmp_path: Path, ui: tuple[str, dict[str, str]]) -> None:
+    base, _ = ui
+    request = urllib.request.Request(base + "/", headers={"Host": "evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 400  # a page elsewhere cannot reach it through a name that points here
+
+    exposed = run("ui", "--db", str(tmp_path / "other"), "--host", "0.0.0.0")
+    assert exposed.returncode == 2 and "loopback only" in exposed.stderr

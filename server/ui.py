@@ -137,6 +137,7 @@ def build_ui(memory: Memory, default_scope: str) -> Starlette:
         ]
         for h in c.history:
             how = f"superseded by {e(h.by)}" if h.role.value == "superseded" else e(h.role.value)
+            how += f" ({e(h.actor)})" if h.actor else ""
             why = f" because “{e(h.reason)}”" if h.reason else ""
             extra = f'<span class="why"> — {how} at {when(h.at)}{why}</span>'
             items.append(note_line(h.note, "HISTORY", ctx, extra))

@@ -51,6 +51,7 @@ def build_chain(folded: Fold, note_id: str, entry: Entry | None = None, decay: f
                 at=status.at,
                 reason=event.reason if event else None,
                 event_id=event.id if event else None,
+                actor=event.actor if event else None,
             )
         )
     history.sort(key=lambda h: (h.at or h.note.recorded_at, h.note.id), reverse=True)

@@ -43,6 +43,7 @@ class HistoryEntry(BaseModel):
     at: datetime | None = Field(None, description="When it stopped being current.")
     reason: str | None = None
     event_id: str | None = None
+    actor: str | None = Field(None, description="Who wrote the event that replaced or withdrew it.")
 
 
 class Prerequisite(NoteView):

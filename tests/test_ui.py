@@ -102,7 +102,9 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         expect(chain.locator("li.needs .text")).to_have_text("Traffic enters through the nginx proxy on lb-1")
         history = chain.locator("li.history")
         expect(history.locator(".text")).to_have_text("The payments service listens on port 8080")
-        expect(history.locator(".why")).to_contain_text("2026-11-20 14:00:00 UTC because “moved behind the new proxy”")
+        expect(history.locator(".why")).to_contain_text(
+            f"superseded by {ids['new']} (cursor) at 2026-11-20 14:00:00 UTC because “moved behind the new proxy”"
+        )
         page.screenshot(path=str(tmp_path / "search.png"))
 
         # 3. open the chain: its timeline of events

@@ -1,0 +1,76 @@
+"""Export and import at size: how long a store of N notes takes to export, and to import into a new
+store with and without the vectors, and to import again (nothing to write).
+
+N notes are stored with `import_notes` (real model) in one scope; a tenth of them are then
+corrected and a twentieth of the corrections revoked, one call each, so the export carries
+supersedes and revokes events. Every import is checked: its re-export is the export, line for line.
+
+    .venv/bin/python bench/transfer.py --notes 5000 --json transfer.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
+
+TOPICS = ("the cache TTL", "the deploy branch", "the on-call rota", "the build host", "the log level", "the API quota")
+
+
+def timed(work: Any) -> tuple[Any, float]:
+    start = time.perf_counter()
+    result = work()
+    return result, time.perf_counter() - start
+
+
+def main(notes: int, out: str | None) -> dict[str, Any]:
+    rng = random.Random(7)
+    embedder = SentenceTransformerEmbedder()
+    embedder.embed(["warm up"])
+    figures: dict[str, Any] = {"notes": notes}
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Memory(os.path.join(tmp, "source"), embedder)
+        drafts = [
+            Draft(text=f"For service {i}, {rng.choice(TOPICS)} is set to {rng.randint(1, 999)}") for i in range(notes)
+        ]
+        stored = source.import_notes(drafts, scope="bench")
+        corrected = []
+        for note in rng.sample(stored, notes // 10):
+            fix = source.correct(note.id, Draft(text=note.text.rsplit(" ", 1)[0] + " 1000"), reason="changed")
+            corrected.append(fix.note.id)
+        for note_id in corrected[: len(corrected) // 20]:
+            source.revoke(note_id, reason="the change was rolled back")
+
+        for vectors in (False, True):
+            lines, seconds = timed(lambda v=vectors: list(source.export(vectors=v)))
+            size = sum(len(line.encode()) + 1 for line in lines)
+            key = "with vectors" if vectors else "without vectors"
+            target = Memory(os.path.join(tmp, f"copy-{vectors}"), embedder)
+            first, first_s = timed(lambda t=target, ls=lines: t.import_lines(ls))
+            again, again_s = timed(lambda t=target, ls=lines: t.import_lines(ls))
+            assert list(target.export(vectors=vectors))[1:] == lines[1:], "the copy differs from the source"
+            assert again.notes_written == 0 and again.events_written == 0
+            figures[key] = {
+                "lines": len(lines), "MiB": round(size / 2**20, 2), "export s": round(seconds, 2),
+                "import s": round(first_s, 2), "notes/s": round(first.notes_written / first_s),
+                "import again s": round(again_s, 2),
+            }  # fmt: skip
+            print(key, json.dumps(figures[key]))
+    if out:
+        Path(out).write_text(json.dumps(figures, indent=2))
+    return figures
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", type=int, default=5000)
+    parser.add_argument("--json", dest="out")
+    args = parser.parse_args()
+    main(args.notes, args.out)

@@ -83,7 +83,8 @@ def build_ui(memory: Memory, default_scope: str) -> Starlette:
             as_of = iso_8601(request.query_params.get("as_of") or None)
         except PydanticCustomError as exc:
             raise Refused(f"as_of: {exc}") from exc
-        return {"scope": scope, "scopes": scopes, "as_of": as_of}
+        # the query travels to the note pages, whose why_excluded then replays that recall
+        return {"scope": scope, "scopes": scopes, "as_of": as_of, "q": request.query_params.get("q", "").strip()}
 
     def known(ctx: dict[str, Any]) -> None:
         names = [c.scope for c in ctx["scopes"]]
@@ -125,7 +126,7 @@ def build_ui(memory: Memory, default_scope: str) -> Starlette:
         return (
             f'<li class="{e(label.lower())}"><span class="label">{e(label)}</span> '
             f'<span class="text">{e(n.text)}</span>{extra}<span class="meta"> {e(n.kind)} · recorded {when(n.recorded_at)}'
-            f'{who} · <a href="{link("/note/" + n.id, scope=n.scope, as_of=_iso(ctx["as_of"]))}">{e(n.id)}</a></span></li>'
+            f'{who} · <a href="{link("/note/" + n.id, q=ctx.get("q"), as_of=_iso(ctx["as_of"]))}">{e(n.id)}</a></span></li>'
         )
 
     def chain_card(c: Chain, ctx: dict[str, Any]) -> str:

@@ -115,10 +115,12 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         expect(row).to_contain_text("moved behind the new proxy")
         expect(row).to_contain_text("yes")
 
-        # 4. a note page answers why_excluded
-        page.goto(f"{base}/note/{ids['old']}")
+        # 4. a note page answers why_excluded, for the recall it was opened from
+        page.go_back()
+        page.locator("section.chain").first.locator("li.history a").click()
         expect(page.locator(".verdict")).to_have_text("HISTORY")
         expect(page.locator("main")).to_contain_text(f"superseded by {ids['new']}")
+        expect(page.locator("main")).to_contain_text("delivered as history in chain 1")  # the replayed recall
 
         # 5. move as_of back before the correction: the old value is NOW, and nothing is history yet
         page.goto(f"{base}/?scope=ops&q=which+port+does+the+payments+service+use%3F")

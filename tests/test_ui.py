@@ -161,3 +161,26 @@ def test_the_ui_listens_on_loopback_only_and_checks_the_host(tmp_path: Path, ui:
 
     exposed = run("ui", "--db", str(tmp_path / "other"), "--host", "0.0.0.0")
     assert exposed.returncode == 2 and "loopback only" in exposed.stderr
+
+
+def test_the_web_view_runs_beside_the_http_server(db: str, memory: Memory) -> None:
+    seed(memory)
+    mcp_port, ui_port = free_port(), free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    command = [CORRIGENDA, "serve", "--transport", "http", "--port", str(mcp_port), "--ui", "--ui-port", str(ui_port)]
+    process = subprocess.Popen([*command, "--db", db], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{ui_port}/notes?scope=ops&state=history", timeout=2
+                ) as r:
+                    page = r.read().decode()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
+                time.sleep(0.2)
+        assert "The payments service listens on port 8080" in page and "9090" not in page
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -114,7 +114,9 @@ def _records(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InvalidArgument(f"line {number}", f"not JSON ({exc.msg} at column {exc.colno})") from None
+            raise InvalidArgument(
+                f"line {number}", f"not JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
+            ) from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise InvalidArgument(f"line {number}", 'not a record: each line is a JSON object with a "type"')
         yield number, record

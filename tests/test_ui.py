@@ -26,8 +26,6 @@ CHROMIUM_ARGS = [
 BEFORE = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 AFTER = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium (.ci/run installs it)")
-
 
 def seed(memory: Memory) -> dict[str, str]:
     """A port that was corrected on 20 November, what it rests on, a neighbour, and a forgotten note."""
@@ -86,6 +84,9 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
 
     base, ids = ui
     with sync_playwright() as p:
+        assert os.path.exists(CHROMIUM), (
+            "the browser test needs Debian's chromium: apt-get install chromium (.ci/run does)"
+        )
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1100, "height": 700})
 

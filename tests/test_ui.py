@@ -63,7 +63,7 @@ def start_ui(db: str, port: int) -> Iterator[str]:
             try:
                 urllib.request.urlopen(base + "/static/ui.css", timeout=2).close()
                 break
-            except (urllib.error.URLError, ConnectionError):
+            except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or busy starting
                 assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
                 time.sleep(0.2)
         yield base
@@ -174,11 +174,11 @@ def test_the_web_view_runs_beside_the_http_server(db: str, memory: Memory) -> No
         for _ in range(600):
             try:
                 with urllib.request.urlopen(
-                    f"http://127.0.0.1:{ui_port}/notes?scope=ops&state=history", timeout=2
+                    f"http://127.0.0.1:{ui_port}/notes?scope=ops&state=history", timeout=30
                 ) as r:
                     page = r.read().decode()
                 break
-            except (urllib.error.URLError, ConnectionError):
+            except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or busy starting
                 assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
                 time.sleep(0.2)
         assert "The payments service listens on port 8080" in page and "9090" not in page

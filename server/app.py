@@ -335,7 +335,7 @@ def build_server(
         """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
         keeping; to update a fact you know is stored, call `correct` instead. The answer lists
         `similar_active` notes: if your note updates one of them, `link` it with kind `supersedes` (this
-        tool never links notes on its own guess)."""
+        tool never links notes on its own guess). The exact text of a current note returns that note."""
         draft = Draft(
             text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
             valid_from=valid_from, valid_until=valid_until,

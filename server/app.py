@@ -215,6 +215,7 @@ def build_memory(settings: Settings) -> Memory:
         settings.db,
         SentenceTransformerEmbedder(settings.model),
         settings=RetrievalSettings(min_similarity=settings.min_similarity),
+        storage_options=settings.storage_options,
     )
 
 

@@ -45,7 +45,13 @@ class Settings(BaseSettings):
     # field, an unset ${...} variable) means "not set", not an empty value.
     model_config = SettingsConfigDict(env_prefix="CORRIGENDA_", extra="ignore", env_ignore_empty=True)
 
-    db: str = Field(default_factory=default_db, description="Store directory, or s3://bucket/path.")
+    db: str = Field(default_factory=default_db, description="Store directory, or s3://, gs:// or az://bucket/path.")
+    # From the environment only, like the token: the pairs can hold a secret key.
+    storage_options: Annotated[dict[str, str] | None, NoDecode] = Field(
+        None,
+        description="Object-store options for a bucket --db, as comma-separated key=value pairs "
+        "(e.g. aws_endpoint=http://127.0.0.1:9000,allow_http=true); the cloud's own variables work too.",
+    )
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path.")
     scope: ScopeName = Field(
         None,
@@ -80,6 +86,21 @@ class Settings(BaseSettings):
                 {"length": MIN_TOKEN_LENGTH},
             )
         return token
+
+    @field_validator("storage_options", mode="before")
+    @classmethod
+    def _key_value_pairs(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        pairs = {}
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            key, equals, setting = item.partition("=")
+            if not equals or not key.strip():
+                raise PydanticCustomError(
+                    "key_value", "'{item}' is not key=value (e.g. aws_region=us-east-1)", {"item": item.split("=")[0]}
+                )
+            pairs[key.strip().lower()] = setting.strip()
+        return pairs or None
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod

@@ -1,7 +1,15 @@
 """corrigenda's memory engine: notes, lifecycle events, the fold, chains and recall. Knows no MCP."""
 
 from .embedder import DEFAULT_MODEL, Embedder, SentenceTransformerEmbedder
-from .errors import Conflict, CorrigendaError, InvalidArgument, ModelMismatch, ModelUnavailable, NotFound
+from .errors import (
+    Conflict,
+    CorrigendaError,
+    InvalidArgument,
+    ModelMismatch,
+    ModelUnavailable,
+    NotFound,
+    StoreUnreachable,
+)
 from .memory import Memory
 from .model import ChainStatus, Draft, Event, EventKind, Note, NoteState
 from .recall import RetrievalSettings
@@ -24,4 +32,5 @@ __all__ = [
     "NoteState",
     "RetrievalSettings",
     "SentenceTransformerEmbedder",
+    "StoreUnreachable",
 ]  # fmt: skip

@@ -42,3 +42,15 @@ class ModelUnavailable(CorrigendaError):
             "already in the local Hugging Face cache, or leave it unset for the bundled all-MiniLM-L6-v2"
         )
         self.name = name
+
+
+class StoreUnreachable(CorrigendaError):
+    """An object-store location could not be opened: no such bucket, refused credentials, no endpoint."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        super().__init__(
+            f"db: cannot open {uri} ({detail}). Set the bucket's credentials and endpoint in the environment "
+            "(for s3://: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, and AWS_ENDPOINT_URL for an "
+            "S3-compatible store) or as key=value pairs in CORRIGENDA_STORAGE_OPTIONS"
+        )
+        self.uri = uri

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,11 +31,12 @@ from types import UnionType
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from . import where
-from .errors import ModelMismatch
+from .errors import ModelMismatch, StoreUnreachable
 from .model import Event, EventKind, Note
 
 if TYPE_CHECKING:
@@ -79,6 +81,14 @@ VECTOR_REFINE = 2
 SCOPE_SIZE_TTL = 30.0
 # Compact once this many rows of a table are outside its indexes (searched without them).
 REINDEX_AT = 1024
+# Several processes can open a new store at once (servers started together) and make its tables and
+# indexes at the same moment. Lance then fails one side with a commit conflict, or finds a table whose
+# first version is not written yet: each creation is tried again, this many times.
+CREATE_ATTEMPTS = 6
+# A second creation of a table lands as an overwrite, which Lance lets through even after another
+# process's first writes to it: a write to a table younger than this many versions checks that its
+# rows are there, and writes again those that are not (ids are the writer's: a copy is harmless).
+YOUNG_TABLE_VERSIONS = 32
 # Scalar indexes: every filter names one of these columns (see where.py).
 SCALAR_INDEXES = {
     NOTES: ("id", "scope", "recorded_at_us"),
@@ -238,6 +248,17 @@ def _missing_file(exc: Exception) -> bool:
     return "Not found" in text or "not found" in text or "No such file" in text
 
 
+def _store_problem(exc: Exception) -> str:
+    """What an object store said, in a few words: its error code and message, or the connection that failed."""
+    text = str(exc)
+    said = re.search(r"<Code>([^<]*)</Code>\s*<Message>([^<]*)</Message>", text)
+    if said:
+        return f"{said[1]}: {said[2]}"
+    if "kind: Connect" in text or "tcp connect error" in text:
+        return "the endpoint could not be reached"
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 class Tables:
     """The two tables of one store, opened lazily (importing lancedb takes about a second)."""
 
@@ -265,9 +286,16 @@ class Tables:
 
                 if "://" not in self.uri:
                     os.makedirs(self.uri, exist_ok=True)
-                self._db = lancedb.connect(
-                    self.uri, read_consistency_interval=timedelta(0), storage_options=self._storage_options
-                )
+                try:
+                    db = lancedb.connect(
+                        self.uri, read_consistency_interval=timedelta(0), storage_options=self._storage_options
+                    )
+                    db.list_tables()  # a bucket is first reached here: say what is wrong, in one line
+                except Exception as exc:
+                    if "://" not in self.uri:
+                        raise
+                    raise StoreUnreachable(self.uri, _store_problem(exc)) from exc
+                self._db = db
             return self._db
 
     def _table_names(self) -> set[str]:
@@ -276,14 +304,14 @@ class Tables:
     def notes_table(self) -> Table | None:
         """The notes table, or None while the store is empty (it is made at the first write)."""
         if self._notes is None and NOTES in self._table_names():
-            self._notes = self.db.open_table(NOTES)
+            self._notes = self._open_or_create(NOTES, None)
         if self._notes is not None and not self._indexed:
             self.ensure_indexes(self._notes)
         return self._notes
 
     def events_table(self) -> Table:
         if self._events is None:
-            self._events = self.db.create_table(EVENTS, schema=_EVENT_SCHEMA, exist_ok=True)
+            self._events = self._open_or_create(EVENTS, _EVENT_SCHEMA)
             self.ensure_indexes(self._events)
         return self._events
 
@@ -311,11 +339,26 @@ class Tables:
     def _ensure_notes(self, model: str, dimension: int) -> Table:
         table = self.notes_table()
         if table is None:
-            table = self.db.create_table(NOTES, schema=_note_schema(model, dimension), exist_ok=True)
+            table = self._open_or_create(NOTES, _note_schema(model, dimension))
             self._notes = table
             self.ensure_indexes(table)
         self.check_model(model, dimension)
         return table
+
+    def _open_or_create(self, name: str, schema: pa.Schema | None) -> Table:
+        """A table, made with `schema` if no process has made it yet (None: it must exist), whatever
+        other processes are making at the same moment (CREATE_ATTEMPTS)."""
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                if schema is None or name in self._table_names():
+                    return self.db.open_table(name)
+                return self.db.create_table(name, schema=schema, exist_ok=True)
+            except Exception as exc:
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                log.info("opening the %s table met another process making it (%s); trying again", name, exc)
+                time.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def ensure_indexes(self, table: Table) -> None:
         """Make the indexes a table is missing: at creation, and whenever a process opens the store,
@@ -330,13 +373,18 @@ class Tables:
             # ICU word segmentation handles English (stemmed) and CJK.
             wanted.append(("text", FTS(base_tokenizer="icu")))
         for column, config in wanted:
-            if (column,) in have:
-                continue
-            try:
-                table.create_index(column, config=config or BTree(), replace=False)
-            except Exception:
-                if not any(index.columns == [column] for index in table.list_indices()):
-                    raise  # not a race with another process that made it first
+            for attempt in range(CREATE_ATTEMPTS):
+                if (column,) in have:
+                    break
+                try:
+                    table.create_index(column, config=config or BTree(), replace=False)
+                    break
+                except Exception as exc:
+                    # Another process made it first, or made the table again under it: look again.
+                    have = {tuple(index.columns) for index in table.list_indices()}
+                    if (column,) not in have and attempt == CREATE_ATTEMPTS - 1:
+                        raise
+                    log.info("indexing %s.%s met another process (%s); looking again", table.name, column, exc)
         if table.name == NOTES:
             self._indexed = True
 
@@ -356,16 +404,37 @@ class Tables:
             _row(note, _NOTE_STORED) | {"dense_ok": dense_ok, "vector": list(vector)}
             for note, vector, dense_ok in notes
         ]
-        table.add(pa.Table.from_pylist(rows, schema=table.schema))
+        self._append(table, pa.Table.from_pylist(rows, schema=table.schema))
         self._wrote()
         return version
 
     def add_events(self, events: Sequence[Event]) -> int:
         """Append events in one write; returns the table version it made."""
         rows = [_row(e, _EVENT_STORED) for e in events]
-        result = self.events_table().add(pa.Table.from_pylist(rows, schema=_EVENT_SCHEMA))
+        version = self._append(self.events_table(), pa.Table.from_pylist(rows, schema=_EVENT_SCHEMA))
         self._wrote()
-        return int(result.version)
+        return version
+
+    def _append(self, table: Table, rows: pa.Table) -> int:
+        """Append rows in one write; in a young table, make sure they are there (YOUNG_TABLE_VERSIONS).
+        Returns the table version that holds them."""
+        version = int(table.add(rows).version)
+        for _ in range(CREATE_ATTEMPTS):
+            if version > YOUNG_TABLE_VERSIONS:
+                break
+            ids = rows["id"].to_pylist()
+            query = table.search().where(where.id_in(ids)).select(["id"]).limit(None)
+            there = set(self._read(query.to_arrow)["id"].to_pylist())
+            if len(there) == len(set(ids)):
+                break
+            log.warning(
+                "%d rows of a write to %s were overwritten by another process making the table; writing them again",
+                len(set(ids) - there),
+                table.name,
+            )
+            rows = rows.filter(pc.invert(pc.is_in(rows["id"], pa.array(sorted(there), pa.string()))))
+            version = int(table.add(rows).version)
+        return version
 
     def erase(self, note_id: str) -> list[str]:
         """Remove a note, and every event that names it or names one of those (but the `forgets`

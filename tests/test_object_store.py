@@ -1,0 +1,212 @@
+"""A store in a bucket, against a real S3 API (moto's server on loopback), and several processes
+making a new store at the same moment, in a directory and in a bucket."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from corrigenda.server.app import build_memory
+from corrigenda.server.config import Settings
+from corrigenda.store.ids import new_note_id
+from corrigenda.store.model import Note
+from corrigenda.store.tables import SCALAR_INDEXES, Tables
+from pydantic import ValidationError
+
+from .test_processes import CORRIGENDA, ENV, _free_port
+
+BUCKET = "corrigenda-test"
+KEY = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret", "AWS_REGION": "us-east-1"}
+WRITERS = 4
+
+# One writer: loads the model and opens the store, says "ready", waits for "go" on stdin so that
+# every writer makes its first write at the same moment, then prints the id of the note it stored.
+FIRST_WRITE = """
+import sys
+from corrigenda.server.app import build_memory
+from corrigenda.server.config import Settings
+from corrigenda.store import Draft
+
+memory = build_memory(Settings())
+memory.embedder.embed(["warm up"])
+memory.tables.db
+print("ready", flush=True)
+sys.stdin.readline()
+print(memory.remember(Draft(text=sys.argv[1]), "shared").note.id, flush=True)
+"""
+
+
+@dataclass
+class S3:
+    endpoint: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The usual AWS variables, which the object store reads itself."""
+        return {**KEY, "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
+
+    @property
+    def options(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.env.items()}
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    """moto's S3 server on a free loopback port, with one empty bucket."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        boto3.client(
+            "s3", endpoint_url=endpoint, region_name=KEY["AWS_REGION"],
+            aws_access_key_id=KEY["AWS_ACCESS_KEY_ID"], aws_secret_access_key=KEY["AWS_SECRET_ACCESS_KEY"],
+        ).create_bucket(Bucket=BUCKET)  # fmt: skip
+        yield S3(endpoint)
+    finally:
+        server.stop()
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CORRIGENDA, *args], capture_output=True, text=True, timeout=120, env={**ENV, **env})
+
+
+def test_storage_options_come_from_one_variable_of_key_value_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CORRIGENDA_STORAGE_OPTIONS", " AWS_Endpoint=http://127.0.0.1:9000, allow_http=true ,")
+    assert Settings(db="s3://b/p").storage_options == {"aws_endpoint": "http://127.0.0.1:9000", "allow_http": "true"}
+    monkeypatch.setenv("CORRIGENDA_STORAGE_OPTIONS", "aws_region=us-east-1,aws_secret_access_key")
+    with pytest.raises(ValidationError, match="'aws_secret_access_key' is not key=value"):
+        Settings(db="s3://b/p")
+
+
+def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: S3, embedder: object) -> None:
+    settings = Settings(db=f"s3://{BUCKET}/options", storage_options=s3.options)
+    memory = build_memory(settings)
+    memory.embedder = embedder  # type: ignore[assignment]
+    from corrigenda.store import Draft
+
+    note = memory.remember(Draft(text="The bucket store keeps this note"), "default").note
+    again = Tables(settings.db, s3.options)  # another connection reads it back from the bucket
+    assert again.notes([note.id])[note.id].text == "The bucket store keeps this note"
+    assert not Path(settings.db).exists()  # nothing was written to a local directory of that name
+
+
+def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: S3) -> None:
+    options = ",".join(f"{k}={v}" for k, v in s3.options.items())
+    out = _cli("stats", "--db", f"s3://{BUCKET}/cli", env={"CORRIGENDA_STORAGE_OPTIONS": options})
+    assert out.returncode == 0, out.stderr
+    assert "notes: 0" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("missing bucket", "NoSuchBucket: The specified bucket does not exist"),
+        ("closed port", "the endpoint could not be reached"),
+    ],
+)
+def test_an_unreachable_bucket_fails_the_cli_in_one_line_naming_what_to_set(s3: S3, where: str, said: str) -> None:
+    env = s3.env if where == "missing bucket" else {**s3.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}
+    db = "s3://no-such-bucket/x" if where == "missing bucket" else f"s3://{BUCKET}/x"
+    out = _cli("stats", "--db", db, env=env)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith(f"corrigenda: stats: db: cannot open {db} ({said})")
+    assert "AWS_ACCESS_KEY_ID" in out.stderr and "CORRIGENDA_STORAGE_OPTIONS" in out.stderr
+
+
+def _first_writes_at_once(db: str, env: dict[str, str]) -> list[str]:
+    """WRITERS processes, each making its first write to a brand-new store at the same moment."""
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", FIRST_WRITE, f"writer {i} was here first"],
+            env={**ENV, **env, "CORRIGENDA_DB": db},
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(WRITERS)
+    ]
+    try:
+        for writer in writers:
+            assert writer.stdout is not None and writer.stdout.readline() == "ready\n", writer.communicate()[1][-3000:]
+        for writer in writers:
+            assert writer.stdin is not None
+            writer.stdin.write("go\n")
+            writer.stdin.flush()
+        results = [writer.communicate(timeout=300) for writer in writers]
+    finally:
+        for writer in writers:
+            writer.kill() if writer.poll() is None else None
+    for writer, (_, err) in zip(writers, results, strict=True):
+        assert writer.returncode == 0, err[-3000:]
+    return [out.strip() for out, _ in results]
+
+
+def _assert_each_note_once(tables: Tables, acknowledged: list[str]) -> None:
+    notes = tables.notes_table()
+    assert notes is not None
+    stored = Counter(notes.to_arrow()["id"].to_pylist())
+    assert len(set(acknowledged)) == WRITERS and stored == Counter(acknowledged), (acknowledged, stored)
+    indexed = {tuple(index.columns) for index in notes.list_indices()}
+    assert indexed >= {(column,) for column in (*SCALAR_INDEXES["notes"], "text")}, indexed
+    events = tables.events_table()
+    assert {tuple(index.columns) for index in events.list_indices()} >= {(c,) for c in SCALAR_INDEXES["events"]}
+
+
+def test_a_write_that_a_late_second_creation_of_the_table_overwrote_is_written_again(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the race above can do at its worst, made certain: another process's creation of the
+    table lands as an overwrite just after this process's first append to it."""
+    import lancedb
+    from lancedb.table import LanceTable
+
+    other = lancedb.connect(db)
+    real_add = LanceTable.add
+    overwrites: list[int] = []
+
+    def add_then_overwritten(self: LanceTable, data: Any, *args: Any, **kwargs: Any) -> Any:
+        result = real_add(self, data, *args, **kwargs)
+        if self.name == "notes" and not overwrites:
+            overwrites.append(other.create_table("notes", schema=self.schema, mode="overwrite").version)
+        return result
+
+    monkeypatch.setattr(LanceTable, "add", add_then_overwritten)
+    tables = Tables(db)
+    note = Note(id=new_note_id(), text="written once, overwritten, written again", scope="default", kind="fact",
+                recorded_at=datetime.now(UTC))  # fmt: skip
+    tables.add_notes([(note, [0.1] * 8, True)], "a-model")
+    assert overwrites, "the overwrite did not happen"
+    notes = tables.notes_table()
+    assert notes is not None and notes.to_arrow()["id"].to_pylist() == [note.id]
+
+
+def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: str) -> None:
+    acknowledged = _first_writes_at_once(db, {})
+    _assert_each_note_once(Tables(db), acknowledged)
+
+
+def test_servers_making_a_new_store_at_once_in_a_bucket_all_write_once(s3: S3) -> None:
+    db = f"s3://{BUCKET}/race"
+    acknowledged = _first_writes_at_once(db, s3.env)  # the AWS_* variables alone: no storage options
+    _assert_each_note_once(Tables(db, s3.options), acknowledged)
+
+
+def test_the_bucket_is_read_from_the_aws_variables_alone(s3: S3, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in s3.env.items():
+        monkeypatch.setenv(name, value)
+    assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint
+    assert Tables(f"s3://{BUCKET}/env-only").count() == {"notes": 0, "events": 0}

@@ -148,9 +148,11 @@ class Memory:
         )  # fmt: skip
 
     def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> list[NoteView]:
-        """Store many notes in one write (a conversation history, an export): no edges, no similar-notes check.
+        """Store many notes (a conversation history, an export): no edges, no similar-notes check.
 
-        Every draft is checked before anything is stored; texts are embedded in batches (transfer.py).
+        Every draft is checked before anything is stored; then each batch of `transfer.BATCH` notes is
+        embedded at once and appended in one write (transfer.write_notes), so a long import is several
+        writes, not one.
         """
         now = self.clock()
         scope = check_scope(scope)

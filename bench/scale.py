@@ -1,7 +1,8 @@
 """Scale: recall_chains and the writes at 1k / 10k / 100k notes in one scope and 1M notes over 1,000 scopes.
 
-Issue 8. For each size the script builds a fresh store in a temporary directory and measures, in
-one process and one run:
+Issue 8. For each size the script builds a fresh store in a temporary directory (or, with `--db
+s3://bucket/prefix`, under `prefix/<size>-<unix time>` in that bucket: issue 12) and measures, in one
+process and one run:
 
 - build: bulk import through `Memory.import_notes` (batches of `--batch` notes) with the real model,
   as notes/s and the share of that time spent in the model; and the model's bare `embed` rate on
@@ -18,17 +19,29 @@ one process and one run:
   default budget) with the query's vector embedded beforehand (the model excluded: every query is
   embedded once with the real model and the vector reused), then again with the model in the call;
 - plain LanceDB, query by query in the same loop (alternating which goes first): a separate table
-  (same directory) with the same ids, texts, vectors and scopes, an FTS index (ICU, as the store's),
-  a bitmap index on scope, and an ANN index (cosine) from 10,000 rows: IVF_HNSW_SQ, or IVF_PQ from
-  500,000 rows (under 10,000 LanceDB has too few rows to train one, and searches exactly). Queried
-  with `search(query_type="hybrid")`: vector + text, `where(scope)` prefilter, limit 20, the same
-  precomputed vector. Ratio = corrigenda p50 / plain p50;
+  (same directory, or same bucket prefix) with the same ids, texts, vectors and scopes, an FTS index
+  (ICU, as the store's), a bitmap index on scope, and an ANN index (cosine) from 10,000 rows:
+  IVF_HNSW_SQ, or IVF_PQ from 500,000 rows (under 10,000 LanceDB has too few rows to train one, and
+  searches exactly). Queried with `search(query_type="hybrid")`: vector + text, `where(scope)`
+  prefilter, limit 20, the same precomputed vector. Ratio = corrigenda p50 / plain p50;
 - ANN recall@20: the store's `Tables.vector_search` (whatever index the store built) against the
   exact search (`bypass_vector_index()`) on the same table, scope and vector; the same for the plain
   table's ANN index;
 - writes: `remember`, `correct` and `link` (depends_on) through `Memory`, `--writes` of each after 3
   warm-up calls, each with the model in the call (`remember`/`correct` embed their text);
-- RSS (VmRSS now, and ru_maxrss: the peak of the whole process so far) and bytes on disk.
+- the per-scope graph cache (store/graph.py, `Graphs`): recall p50/p99 again, query by query, as it
+  is (the scope's graph kept and refreshed from what was appended) and with the cache defeated
+  (`memory.graphs.forget()` before the call, outside its time, so that each recall reads the scope's
+  events again, as a process's first call of a scope does), alternating which goes first; and
+  `graphs.get(scope)` alone both ways. The saving is the ratio of the p50s;
+- RSS (VmRSS now, and ru_maxrss: the peak of the whole process so far) and bytes stored (on disk, or
+  the objects under the store's prefix in an s3:// bucket; "n/a" for gs:// and az://).
+
+Object storage (issue 12): `--db s3://bucket/prefix` (or gs://, az://) builds every size's store and
+its plain LanceDB table under `prefix/<size>-<unix time>/` in the bucket, through the same code (the
+store and `lancedb.connect` read the bucket's AWS_* / GOOGLE_* / AZURE_* environment variables); they
+are left there. `--local-s3` starts a local S3 API for the run (bench/local_s3.py, through
+bench/faults.py's `local_s3`) and, without `--db`, uses s3://corrigenda-bench/scale in it.
 
 1M notes over 1,000 scopes: scope s0000 holds exactly the 1k store's corpus with real-model vectors
 (so the same 60 queries ask the same notes); the other 999 scopes (999,000 notes) get vectors from a
@@ -46,7 +59,7 @@ text has real work.
 Run from the repository root:
 
     .venv/bin/python bench/scale.py [--sizes 1k,10k,100k,1M | --quick] [--seed N] [--json PATH]
-        [--keep DIR] [--torch-threads N] [--profile N]
+        [--keep DIR | --db s3://bucket/prefix] [--local-s3] [--torch-threads N] [--profile N]
 
 It prints one markdown table (a column per size), the indexes found, and the targets of issue 8
 with the measured figure beside each; --json also writes every figure and per-query record.
@@ -77,7 +90,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -637,12 +650,12 @@ class PlainHybrid:
 
     COLUMNS = ("id", "text", "scope", "vector")
 
-    def __init__(self, directory: Path, source: Any) -> None:
+    def __init__(self, uri: str, source: Any) -> None:
         import lancedb
         from lancedb.index import FTS, Bitmap, IvfHnswSq, IvfPq
 
-        self.directory = directory
-        db = lancedb.connect(str(directory))
+        self.uri = uri  # a directory or an object store's URI (s3://…)
+        db = lancedb.connect(uri)
         started = time.perf_counter()
         rows = source.search().select(list(self.COLUMNS)).limit(None).to_batches()
         self.table = db.create_table("plain", data=rows)
@@ -715,13 +728,39 @@ def rss_mib() -> tuple[float, float]:
     return current, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def disk_bytes(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            with suppress(OSError):  # removed by a compaction in between
-                total += os.path.getsize(os.path.join(root, name))
-    return total
+def is_remote(uri: str) -> bool:
+    return "://" in uri
+
+
+def stored_bytes(uri: str) -> int | None:
+    """Bytes under a store: the files of a directory, or the objects under an s3:// prefix (listed
+    with the AWS variables, AWS_ENDPOINT_URL for a local S3); None where not measured (gs://, az://,
+    or a listing that failed)."""
+    if not is_remote(uri):
+        total = 0
+        for root, _dirs, files in os.walk(uri):
+            for name in files:
+                with suppress(OSError):  # removed by a compaction in between
+                    total += os.path.getsize(os.path.join(root, name))
+        return total
+    if not uri.startswith("s3://"):
+        return None
+    from pyarrow import fs
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    scheme, _, host = endpoint.partition("://")
+    try:
+        bucket = fs.S3FileSystem(endpoint_override=host or None, scheme=scheme or "https")
+        listing = bucket.get_file_info(fs.FileSelector(uri[len("s3://") :].rstrip("/"), recursive=True))
+    except (OSError, ValueError) as exc:
+        print(f"  could not list {uri}: {exc}", file=sys.stderr)
+        return None
+    return sum(info.size or 0 for info in listing if info.type == fs.FileType.File)
+
+
+def stored_mib(uri: str) -> float | None:
+    count = stored_bytes(uri)
+    return count / 2**20 if count is not None else None
 
 
 @dataclass
@@ -762,8 +801,11 @@ class SizeResult:
     graph_events: int = 0
     rss_mib: float = 0.0
     peak_rss_mib: float = 0.0
-    disk_store_mib: float = 0.0
-    disk_plain_mib: float = 0.0
+    disk_store_mib: float | None = None  # None: not measured (a gs:// or az:// store)
+    disk_plain_mib: float | None = None
+    store: str = ""  # the store's directory or URI
+    plain_store: str = ""  # the plain LanceDB table's
+    graph_cache: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     load_average: tuple[float, float] = (0.0, 0.0)  # 1-minute load of the machine when the size began and ended
     vs_1k_p50: float | None = None
@@ -773,7 +815,8 @@ class SizeResult:
 
 def measure_recalls(
     memory: Memory, embedder: MeteredEmbedder, plain: PlainHybrid, corpus: Corpus, scope: str, result: SizeResult
-) -> None:
+) -> list[list[float]]:
+    """The recall and plain figures; the queries' vectors (the real model's), for what follows."""
     real = embedder.inner
     vectors: list[list[float]] = []
     embed_s: list[float] = []
@@ -841,6 +884,63 @@ def measure_recalls(
     result.store_ann_recall = statistics.fmean(r.store_ann_recall for r in result.queries)
     if plain.ann:
         result.plain_ann_recall = statistics.fmean(r.plain_ann_recall or 0.0 for r in result.queries)
+    return vectors
+
+
+def measure_graph_cache(
+    memory: Memory, embedder: MeteredEmbedder, corpus: Corpus, vectors: Sequence[Sequence[float]], scope: str
+) -> dict[str, Any]:
+    """What the per-scope graph cache (store/graph.py) saves: each query's recall with the cache as
+    it is and with it defeated (`memory.graphs.forget()` just before the call, outside its time: the
+    call then reads the scope's events again, as a process's first call of a scope does), query by
+    query, alternating which goes first; then `graphs.get(scope)` alone, both ways. Query vectors
+    precomputed, as in the main recall loop."""
+    embedder.known = {q.text: list(v) for q, v in zip(corpus.queries, vectors, strict=True)}
+    cached_s: list[float] = []
+    defeated_s: list[float] = []
+
+    def timed(defeat: bool, text: str) -> float:
+        if defeat:
+            memory.graphs.forget()
+        started = time.perf_counter()
+        memory.recall(text, scope=scope)
+        return time.perf_counter() - started
+
+    memory.recall(corpus.queries[0].text, scope=scope)  # the graph is up to date before the first cached call
+    for i, q in enumerate(corpus.queries):
+        if i % 2 == 0:
+            cached_s.append(timed(False, q.text))
+            defeated_s.append(timed(True, q.text))
+        else:
+            defeated_s.append(timed(True, q.text))
+            cached_s.append(timed(False, q.text))
+    embedder.known = {}
+
+    get_cached_s: list[float] = []
+    get_read_s: list[float] = []
+    memory.graphs.get(scope)
+    for _ in range(len(corpus.queries)):
+        started = time.perf_counter()
+        memory.graphs.get(scope)
+        get_cached_s.append(time.perf_counter() - started)
+        memory.graphs.forget()
+        started = time.perf_counter()
+        memory.graphs.get(scope)
+        get_read_s.append(time.perf_counter() - started)
+    cached, defeated = ms_summary(cached_s), ms_summary(defeated_s)
+    get_cached, get_read = ms_summary(get_cached_s), ms_summary(get_read_s)
+    return {
+        "recall_cached": cached,
+        "recall_cache_defeated": defeated,
+        "p50_ratio": defeated["p50_ms"] / cached["p50_ms"],
+        "p50_saved_ms": defeated["p50_ms"] - cached["p50_ms"],
+        # the same query's two calls, paired (they ran back to back): less exposed to the machine's load
+        "per_query_median_saved_ms": 1000 * statistics.median(d - c for d, c in zip(defeated_s, cached_s, strict=True)),
+        "per_query_median_ratio": statistics.median(d / c for d, c in zip(defeated_s, cached_s, strict=True)),
+        "graph_get_cached": get_cached,
+        "graph_get_read": get_read,
+        "defeated_by": "memory.graphs.forget() before each timed call (outside its time)",
+    }
 
 
 def profiled(call: Callable[[], object], top: int) -> str:
@@ -915,17 +1015,26 @@ def note_embed_times(real: SentenceTransformerEmbedder, corpus: Corpus, count: i
 # -- one size -----------------------------------------------------------------------------------
 
 
-def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbedder, root: Path) -> SizeResult:
+def size_location(label: str, root: Path | str) -> str:
+    """Where a size's store and plain table go: `root/label` in a directory, or
+    `root/<label>-<unix time>` under an object store's URI (a bucket is not emptied between runs)."""
+    if isinstance(root, Path):
+        return str(root / label)
+    return f"{root.rstrip('/')}/{label}-{int(time.time())}"
+
+
+def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbedder, root: Path | str) -> SizeResult:
+    """One size; `root` is a local directory (a Path) or an object store's URI (s3://…)."""
     started = time.perf_counter()
     load_at_start = os.getloadavg()[0]
     n = SIZES[label]
     many_scopes = label == "1M"
     scopes = SCOPES_AT_1M if many_scopes else 1
     per_scope = n // scopes
-    directory = root / label
-    store_dir = directory / "store"
+    location = size_location(label, root)
+    store_uri, plain_uri = f"{location}/store", f"{location}/plain"
     embedder = MeteredEmbedder(real)
-    memory = Memory(str(store_dir), embedder, clock=lambda: NOW)
+    memory = Memory(store_uri, embedder, clock=lambda: NOW, storage_options=None)  # a bucket: the AWS_* variables
     scope = "s0000"
     rng = random.Random(f"{args.seed}:{label}:events")
 
@@ -971,7 +1080,8 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
 
     result = SizeResult(
         size=label, notes=int(notes_table.count_rows()), scopes=scopes, measured_scope=scope,
-        events=int(memory.tables.events_table().count_rows()), stand_in=stand_in_note,
+        events=int(memory.tables.events_table().count_rows()), stand_in=stand_in_note, store=store_uri,
+        plain_store=plain_uri,
     )  # fmt: skip
     result.build = {
         "corpus_seconds": corpus_seconds,
@@ -1002,15 +1112,17 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
     gc.collect()
 
     print(f"  {label}: built in {time.perf_counter() - started:.0f} s; plain LanceDB table next", file=sys.stderr)
-    plain = PlainHybrid(directory / "plain", notes_table)
+    plain = PlainHybrid(plain_uri, notes_table)
     result.plain = {
         "rows": plain.rows, "copy_seconds": plain.copy_seconds, "index_seconds": plain.index_seconds,
         "ann": plain.ann, "indexes": describe_indexes(plain.table),
     }  # fmt: skip
 
     print(f"  {label}: measuring", file=sys.stderr)
-    measure_recalls(memory, embedder, plain, corpus, scope, result)
+    vectors = measure_recalls(memory, embedder, plain, corpus, scope, result)
     result.graph_events = len(memory.graphs.get(scope).events)
+    print(f"  {label}: the graph cache, kept and defeated", file=sys.stderr)
+    result.graph_cache = measure_graph_cache(memory, embedder, corpus, vectors, scope)
     query = corpus.queries[0].text
     if args.profile:
         embedder.known = {query: real.embed([query])[0]}
@@ -1028,13 +1140,13 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
 
     result.load_average = (load_at_start, os.getloadavg()[0])
     result.rss_mib, result.peak_rss_mib = rss_mib()
-    result.disk_store_mib = disk_bytes(store_dir) / 2**20
-    result.disk_plain_mib = disk_bytes(directory / "plain") / 2**20
+    result.disk_store_mib = stored_mib(store_uri)
+    result.disk_plain_mib = stored_mib(plain_uri)
     result.seconds = time.perf_counter() - started
     del memory, plain, notes_table
     gc.collect()
-    if not args.keep:
-        shutil.rmtree(directory, ignore_errors=True)
+    if not args.keep and not is_remote(location):
+        shutil.rmtree(location, ignore_errors=True)
     return result
 
 
@@ -1043,6 +1155,10 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
 
 def _ms(summary: dict[str, float]) -> str:
     return f"{summary['p50_ms']:.1f} / {summary['p99_ms']:.1f}" if summary else "-"
+
+
+def _mib(value: float | None) -> str:
+    return f"{value:.0f}" if value is not None else "n/a"
 
 
 def _indexes(found: list[dict[str, Any]]) -> str:
@@ -1056,9 +1172,15 @@ def table(results: Sequence[SizeResult]) -> str:
     def size_label(r: SizeResult) -> str:
         return f"{r.size} ({r.scopes:,} scopes)" if r.scopes > 1 else f"{r.size} (1 scope)"
 
+    def cache(r: SizeResult, key: str) -> str:
+        return _ms(r.graph_cache[key]) if r.graph_cache else "-"
+
+    remote = any(is_remote(r.store) for r in results)
+
     lines = [
         "| metric | " + " | ".join(size_label(r) for r in results) + " |",
         "|---|" + "---|" * len(results),
+        row("store", lambda r: f"`{r.store}`"),
         row("notes / events in the store", lambda r: f"{r.notes:,} / {r.events:,}"),
         row("notes in the measured scope", lambda r: f"{r.notes // r.scopes:,}"),
         row("recall_chains p50 / p99 ms (query vector precomputed)", lambda r: _ms(r.recall)),
@@ -1067,6 +1189,15 @@ def table(results: Sequence[SizeResult]) -> str:
             lambda r: f"{r.ratio_p50:.2f} ({r.ratio_per_query_median:.2f})"),
         row("recall_chains with the model in the call p50 / p99 ms", lambda r: _ms(r.recall_with_model)),
         row("model alone, one query p50 / p99 ms", lambda r: _ms(r.query_embed)),
+        row("graph cache: recall p50 / p99 ms, cache kept", lambda r: cache(r, "recall_cached")),
+        row("graph cache: recall p50 / p99 ms, cache defeated (forget() before each)",
+            lambda r: cache(r, "recall_cache_defeated")),
+        row("graph cache: defeated / kept, ratio of p50s (ms saved); per query, median ratio (ms saved)",
+            lambda r: f"{r.graph_cache['p50_ratio']:.2f} ({r.graph_cache['p50_saved_ms']:.1f}); "
+            f"{r.graph_cache['per_query_median_ratio']:.2f} ({r.graph_cache['per_query_median_saved_ms']:.1f})"
+            if r.graph_cache else "-"),
+        row("graph cache: graphs.get(scope) alone p50 / p99 ms: kept; read again",
+            lambda r: f"{cache(r, 'graph_get_cached')}; {cache(r, 'graph_get_read')}"),
         row("1M: recall p50 / the 1k store's p50, same queries",
             lambda r: f"{r.vs_1k_p50:.2f}" if r.vs_1k_p50 is not None else "-"),
         row("chains / notes delivered per recall (mean)",
@@ -1094,7 +1225,8 @@ def table(results: Sequence[SizeResult]) -> str:
         row("upkeep: tables.compact() s", lambda r: f"{r.build['compact_seconds']:.1f}"),
         row("events in the scope's in-memory graph", lambda r: f"{r.graph_events:,}"),
         row("RSS after the size / peak so far MiB", lambda r: f"{r.rss_mib:.0f} / {r.peak_rss_mib:.0f}"),
-        row("disk: store / plain table MiB", lambda r: f"{r.disk_store_mib:.0f} / {r.disk_plain_mib:.0f}"),
+        row("stored: store / plain table MiB" + (" (objects in the bucket)" if remote else " (on disk)"),
+            lambda r: f"{_mib(r.disk_store_mib)} / {_mib(r.disk_plain_mib)}"),
         row("plain: copy + index build s",
             lambda r: f"{r.plain['copy_seconds']:.0f} + {sum(r.plain['index_seconds'].values()):.0f}"),
         row("wall time of the size s", lambda r: f"{r.seconds:.0f}"),
@@ -1175,6 +1307,7 @@ def report(results: Sequence[SizeResult], args: argparse.Namespace, seconds: flo
         f"import batches of {args.batch}; torch threads {args.threads} "
         f"({'set by --torch-threads' if args.torch_threads else 'torch default'}), {os.cpu_count()} CPUs; "
         f"whole run {seconds:.0f} s; {args.engine}",
+        f"store: {args.store_label}",
         "Recall and the plain hybrid search get the same precomputed query vector (model excluded from both); "
         "the writes include the model. Edges of the corpus written with Tables.add_events; measured writes "
         "through Memory.",
@@ -1209,6 +1342,7 @@ def write_json(path: Path, results: Sequence[SizeResult], args: argparse.Namespa
         "model": SentenceTransformerEmbedder().name,
         "runtime_s": round(seconds, 1),
         "engine": args.engine,
+        "db": args.store_label,
         "targets": targets(results),
         "sizes": [asdict(r) for r in results],
     }
@@ -1239,6 +1373,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--profile", type=int, default=0, metavar="N", help="print the top N of a cProfiled recall and remember"
     )
     parser.add_argument("--keep", type=Path, help="build the stores here and keep them (default: a temp dir)")
+    parser.add_argument(
+        "--db", metavar="URI",
+        help="build each size's store under URI/<size>-<unix time> in an object store (s3://bucket/prefix, gs://, "
+        "az://; read with the usual AWS_* etc. variables) instead of a temp directory; left there",
+    )  # fmt: skip
+    parser.add_argument(
+        "--local-s3", action="store_true",
+        help="start a local S3 API for the run (bench/local_s3.py); without --db, use s3://corrigenda-bench/scale",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every figure and per-query record here")
     args = parser.parse_args(argv)
     labels = ["1k", "10k"] if args.quick else [s.strip() for s in args.sizes.split(",") if s.strip()]
@@ -1249,6 +1392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         labels.insert(0, "1k")  # the reference of the 1M comparison
         print("1M compares with the 1k store: building 1k too", file=sys.stderr)
     labels = sorted(dict.fromkeys(labels), key=lambda s: SIZES[s])
+    if args.db is not None and not is_remote(args.db):
+        parser.error("--db takes an object store's URI (s3://bucket/prefix); for a directory use --keep DIR")
+    if args.db is not None and args.keep is not None:
+        parser.error("--db and --keep are exclusive")
 
     started = time.perf_counter()
     args.engine = engine()
@@ -1260,9 +1407,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     real.embed(["warm up"])
     args.threads = _torch_threads()
     results: list[SizeResult] = []
-    with tempfile.TemporaryDirectory(prefix="corrigenda-scale-") as tmp:
-        root = args.keep or Path(tmp)
-        root.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        root: Path | str
+        if args.local_s3:
+            from faults import LOCAL_BUCKET, local_s3  # bench/faults.py: sys.path[0] is bench/ when run as a script
+
+            env = stack.enter_context(local_s3(True))
+            print(f"local S3 API at {env.get('AWS_ENDPOINT_URL')}", file=sys.stderr)
+            root = args.db or f"s3://{LOCAL_BUCKET}/scale"
+            args.store_label = f"{root}/<size>-<unix time> in a local S3 API started for the run (bench/local_s3.py)"
+        elif args.db:
+            root = args.db
+            args.store_label = f"{root}/<size>-<unix time>"
+        else:
+            root = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="corrigenda-scale-")))
+            root.mkdir(parents=True, exist_ok=True)
+            args.store_label = f"{root}/<size> ({'kept' if args.keep else 'a temp directory, removed after'})"
         for label in labels:
             print(f"size {label}: building", file=sys.stderr)
             result = run_size(label, args, real, root)

@@ -144,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "serve":
         import anyio
+        from corrigenda.store import CorrigendaError
+        from corrigenda.store.tables import Tables
 
         from .app import build_server
         from .http import RefusedToListen, serve_http
@@ -152,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = build_server(settings)
         if settings.transport == "http":
             try:
+                if "://" in settings.db:  # a bucket that cannot be opened stops an HTTP server before it listens
+                    Tables(settings.db, settings.storage_options).count()
                 if args.ui:
                     from .app import build_memory
                     from .ui import serve_ui_beside
@@ -160,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         build_memory(settings), settings.scope or "default", settings.host, settings.ui_port
                     )
                 serve_http(server, settings)
-            except RefusedToListen as exc:
+            except (RefusedToListen, CorrigendaError) as exc:
                 return _fail(str(exc))
         else:
             anyio.run(serve_stdio, server)

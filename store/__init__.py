@@ -8,6 +8,7 @@ from .errors import (
     ModelMismatch,
     ModelUnavailable,
     NotFound,
+    StoreUnavailable,
     StoreUnreachable,
 )
 from .memory import Memory
@@ -32,5 +33,6 @@ __all__ = [
     "NoteState",
     "RetrievalSettings",
     "SentenceTransformerEmbedder",
+    "StoreUnavailable",
     "StoreUnreachable",
 ]  # fmt: skip

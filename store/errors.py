@@ -54,3 +54,15 @@ class StoreUnreachable(CorrigendaError):
             "S3-compatible store) or as key=value pairs in CORRIGENDA_STORAGE_OPTIONS"
         )
         self.uri = uri
+
+
+class StoreUnavailable(CorrigendaError):
+    """The object store stopped answering during a call (an outage): the call may not have been carried out."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        super().__init__(
+            f"db: the store at {uri} is not answering ({detail}), so this call may not have been carried out; "
+            "nothing acknowledged before is lost. Call again once the store answers (a remember of the same "
+            "text returns the note if it was stored after all)"
+        )
+        self.uri = uri

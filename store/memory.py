@@ -5,10 +5,12 @@ Each write is checked in full before anything is stored, so a refused call chang
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Concatenate, ParamSpec, TypeVar
 
 from . import browse, recall, transfer
 from .chains import build_chain, event_view, note_view
@@ -46,6 +48,31 @@ log = logging.getLogger(__name__)
 SIMILAR_SHOWN = 5
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
 CORRECTION_KEEPS = ("kind", "subject", "tags")
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concatenate[Memory, P], R]:
+    """A public operation: it starts by catching up with every write made so far, by any process, and
+    reads that state without checking again (Tables.refresh). An object store that stops answering
+    fails it with StoreUnavailable, which says so, rather than with the storage layer's error."""
+
+    @functools.wraps(method)
+    def operation(self: Memory, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            self.tables.refresh()
+            return method(self, *args, **kwargs)
+        except CorrigendaError:
+            raise
+        except Exception as exc:
+            outage = self.tables.outage(exc)
+            if outage is None:
+                raise
+            raise outage from exc
+
+    return operation
 
 
 def _utc(t: datetime | None) -> datetime | None:
@@ -94,6 +121,7 @@ class Memory:
     # notes reachable from them), folds that once, appends (edges first, the note last: its
     # row is the commit point, see tables.py), and folds what it wrote in memory.
 
+    @_operation
     def remember(
         self,
         draft: Draft,
@@ -147,6 +175,7 @@ class Memory:
             events=[event_view(e, after) for e in events],
         )  # fmt: skip
 
+    @_operation
     def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> list[NoteView]:
         """Store many notes (a conversation history, an export): no edges, no similar-notes check.
 
@@ -161,6 +190,7 @@ class Memory:
         after = fold(notes, [], max([now, *(n.recorded_at for n in notes)]))  # new notes have no edges yet
         return [note_view(n, after) for n in notes]
 
+    @_operation
     def correct(
         self,
         note_id: str,
@@ -206,6 +236,7 @@ class Memory:
             chain=build_chain(after, note_id),
         )  # fmt: skip
 
+    @_operation
     def revoke(
         self, note_id: str, reason: str, actor: str | None = None, at: datetime | None = None
     ) -> LifecycleChange:
@@ -223,6 +254,7 @@ class Memory:
         after = self._write(before, [event])
         return LifecycleChange(event=event_view(event, after), changed=True, chain=build_chain(after, note_id))
 
+    @_operation
     def reinstate(
         self, target_id: str, reason: str, actor: str | None = None, at: datetime | None = None
     ) -> LifecycleChange:
@@ -266,6 +298,7 @@ class Memory:
         after = self._write(before, [event])
         return LifecycleChange(event=event_view(event, after), changed=True, chain=build_chain(after, note.id))
 
+    @_operation
     def link(
         self,
         src_id: str,
@@ -300,6 +333,7 @@ class Memory:
         after = self._write(before, [event])
         return Linked(event=event_view(event, after), changed=True, chain=build_chain(after, src_id))
 
+    @_operation
     def forget(self, note_id: str, reason: str, actor: str | None = None) -> Forgotten:
         """Delete a note for real, with every event that names it, and say what that changed.
 
@@ -336,6 +370,7 @@ class Memory:
 
     # -- reading -----------------------------------------------------------------------------
 
+    @_operation
     def history(self, note_id: str, as_of: datetime | None = None) -> NoteHistory:
         note = self._note(note_id, "note_id")
         at = _utc(as_of) or self.clock()
@@ -353,6 +388,7 @@ class Memory:
             events=[event_view(e, folded) for e in folded.events_of(members)],
         )
 
+    @_operation
     def recall(
         self,
         query: str,
@@ -366,6 +402,7 @@ class Memory:
         assert trace.result is not None
         return trace.result
 
+    @_operation
     def why_excluded(
         self,
         note_id: str,
@@ -387,12 +424,14 @@ class Memory:
             raise NotFound("note", note_id, "note_id")  # forgotten
         return explain(note, folded, scope, None)
 
+    @_operation
     def scopes(self) -> list[ScopeCount]:
         """Every scope that holds notes or events, with how many of each, busiest first."""
         counts = self.tables.scopes()
         listed = [ScopeCount(scope=name, **count) for name, count in counts.items()]
         return sorted(listed, key=lambda c: (-c.notes, c.scope))
 
+    @_operation
     def stats(self) -> dict[str, object]:
         stored = self.tables.stored_model()
         return {
@@ -543,6 +582,7 @@ class Memory:
 
     # -- looking through a memory: browse.py -------------------------------------------------
 
+    @_operation
     def list_notes(
         self,
         scope: str = "default",
@@ -566,6 +606,7 @@ class Memory:
         folded = fold(notes, graph.events.values(), _utc(as_of) or self.clock())
         return browse.list_notes(folded, scope, state, offset, limit, _utc(as_of))
 
+    @_operation
     def changes(self, since: datetime, scope: str = "default", limit: int = 50) -> Changes:
         """What was corrected, revoked, reinstated or forgotten in a scope after `since`, newest first,
         each with its chain's current notes."""
@@ -595,6 +636,7 @@ class Memory:
 
     # -- moving a memory: transfer.py --------------------------------------------------------
 
+    @_operation
     def export(self, scope: str | None = None, vectors: bool = False) -> Iterator[str]:
         """One scope (every scope, for None) as JSON Lines: notes and events with every stored field."""
         if scope is not None:
@@ -604,6 +646,7 @@ class Memory:
         scopes = [scope] if scope is not None else sorted(self.tables.scopes())
         return transfer.export_lines(self.tables, scopes, self.embedder.name, self.clock(), vectors)
 
+    @_operation
     def import_lines(
         self,
         lines: Iterable[str],

@@ -1,7 +1,9 @@
 """LanceDB access: the notes and events tables, both append-only.
 
-Every process connects with `read_consistency_interval=0`, so it sees the other processes'
-writes before each read. Writes are appends (which never conflict in Lance); a real delete
+Each operation starts with `refresh()`, which checks out the latest version of both tables: it then
+sees every write any process made before it began, and its reads within check no further (on an
+object store each check is a listing of the table's versions: a remember made twenty of them when
+every read checked). Writes are appends (which never conflict in Lance); a real delete
 happens only in `forget`. Ids are made by the writer, so a retried append can leave a
 duplicate row: readers keep the first row of each id.
 
@@ -15,14 +17,16 @@ which nothing ever shows (README, "How it works").
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import os
+import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -36,7 +40,8 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel
 
 from . import where
-from .errors import ModelMismatch, StoreUnreachable
+from .errors import ModelMismatch, StoreUnavailable, StoreUnreachable
+from .lease import Lease
 from .model import Event, EventKind, Note
 
 if TYPE_CHECKING:
@@ -49,8 +54,13 @@ log = logging.getLogger(__name__)
 NOTES = "notes"
 EVENTS = "events"
 MODEL_KEY = b"corrigenda.model"
-# Compact once a table has this many fragments: each append is one, and a search reads them all.
+# Compact once a table has this many fragments: each append is one, and a search reads them all. On
+# an object store each fragment a search reads is a request (README, "Measured"): compact sooner.
 COMPACT_AT_FRAGMENTS = 48
+COMPACT_AT_FRAGMENTS_REMOTE = 8
+# A process looks whether upkeep is due after this many of its writes (a look reads both manifests).
+UPKEEP_CHECK_EVERY = 16
+UPKEEP_CHECK_EVERY_REMOTE = 4
 # Compaction merges fragments smaller than this many rows and leaves bigger ones alone, so one
 # compaction rewrites at most this much. (LanceDB's own `optimize` merges every fragment under a
 # million rows: at 100k notes it rewrote the whole table every 48 writes.)
@@ -65,8 +75,10 @@ KEEP_VERSIONS = 20
 # A file that no version references and is older than this was left by a crash (an append takes
 # milliseconds, an index build minutes): compaction deletes it. Lance on its own waits a week.
 ORPHAN_AGE = timedelta(hours=1)
-# How long `forget` waits for another process's compaction: an erasure is never skipped.
+# How long `forget` waits for another process's compaction: an erasure is never skipped. Upkeep, which
+# the next writes try again, gives up sooner.
 ERASE_WAIT = 120.0
+UPKEEP_WAIT = 20.0
 # A read that meets a file removed by another process's cleanup checks out the latest version
 # and tries again, this many times.
 READ_RETRIES = 3
@@ -248,13 +260,19 @@ def _missing_file(exc: Exception) -> bool:
     return "Not found" in text or "not found" in text or "No such file" in text
 
 
+def _unreachable(exc: Exception) -> bool:
+    """Whether an error says the object store could not be reached (rather than refused the request)."""
+    text = str(exc)
+    return any(sign in text for sign in ("error sending request", "kind: Connect", "tcp connect error", "timed out"))
+
+
 def _store_problem(exc: Exception) -> str:
     """What an object store said, in a few words: its error code and message, or the connection that failed."""
     text = str(exc)
     said = re.search(r"<Code>([^<]*)</Code>\s*<Message>([^<]*)</Message>", text)
     if said:
         return f"{said[1]}: {said[2]}"
-    if "kind: Connect" in text or "tcp connect error" in text:
+    if _unreachable(exc):
         return "the endpoint could not be reached"
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
@@ -271,6 +289,10 @@ class Tables:
         self._open_lock = threading.Lock()
         self._compact_lock = threading.Lock()
         self._writes_since_check = 0
+        remote = "://" in uri
+        self._lease = Lease(self._open_or_create) if remote else None
+        self._compact_at = COMPACT_AT_FRAGMENTS_REMOTE if remote else COMPACT_AT_FRAGMENTS
+        self._check_every = UPKEEP_CHECK_EVERY_REMOTE if remote else UPKEEP_CHECK_EVERY
         self._indexed = False  # whether this process has made sure the notes table's indexes exist
         self._vector_indexed = False
         self._vector_index_checked = -SCOPE_SIZE_TTL  # time.monotonic() of the last look
@@ -287,8 +309,9 @@ class Tables:
                 if "://" not in self.uri:
                     os.makedirs(self.uri, exist_ok=True)
                 try:
+                    # No check of its own before each read: refresh() does it once per operation.
                     db = lancedb.connect(
-                        self.uri, read_consistency_interval=timedelta(0), storage_options=self._storage_options
+                        self.uri, read_consistency_interval=None, storage_options=self._storage_options
                     )
                     db.list_tables()  # a bucket is first reached here: say what is wrong, in one line
                 except Exception as exc:
@@ -297,6 +320,18 @@ class Tables:
                     raise StoreUnreachable(self.uri, _store_problem(exc)) from exc
                 self._db = db
             return self._db
+
+    def outage(self, exc: Exception) -> StoreUnavailable | None:
+        """The error to give for `exc` if it means an object store stopped answering, else None."""
+        if "://" not in self.uri or not _unreachable(exc):
+            return None
+        return StoreUnavailable(self.uri, _store_problem(exc))
+
+    def refresh(self) -> None:
+        """See every write made so far, by any process: the start of each operation (module docstring)."""
+        for table in (self._notes, self._events):
+            if table is not None:
+                self._read(table.checkout_latest)
 
     def _table_names(self) -> set[str]:
         return set(self.db.list_tables().tables)
@@ -381,6 +416,7 @@ class Tables:
                     break
                 except Exception as exc:
                     # Another process made it first, or made the table again under it: look again.
+                    table.checkout_latest()
                     have = {tuple(index.columns) for index in table.list_indices()}
                     if (column,) not in have and attempt == CREATE_ATTEMPTS - 1:
                         raise
@@ -423,6 +459,7 @@ class Tables:
             if version > YOUNG_TABLE_VERSIONS:
                 break
             ids = rows["id"].to_pylist()
+            table.checkout_latest()  # what landed after this write too: an overwrite comes later
             query = table.search().where(where.id_in(ids)).select(["id"]).limit(None)
             there = set(self._read(query.to_arrow)["id"].to_pylist())
             if len(there) == len(set(ids)):
@@ -444,8 +481,8 @@ class Tables:
         holds one is rewritten without it, and older versions (which still hold it) are removed.
         Waits for another process's compaction rather than skip the erasure.
         """
-        path = self._lock_path()
-        with self._compact_lock, FileLock(path, timeout=ERASE_WAIT) if path else _no_lock():
+        with self._compact_lock, self._exclusive(ERASE_WAIT):
+            self.refresh()  # what the holder before this one left: the files of older versions may be gone
             events = self.events_table()
             named = events.search().where(where.naming(note_id)).select(["id", "kind"]).limit(None).to_arrow()
             first = [
@@ -457,19 +494,15 @@ class Tables:
             removed = sorted(set(first) | set(second["id"].to_pylist()))
             notes = self.notes_table()
             if notes is not None:
-                notes.delete(where.id_in([note_id]))
+                _until_committed(lambda: notes.delete(where.id_in([note_id])), ERASE_WAIT)
             if removed:
-                events.delete(where.id_in(removed))
+                _until_committed(lambda: events.delete(where.id_in(removed)), ERASE_WAIT)
             for name, table in self._tables().items():
                 # Rewrite every file holding a deleted row, this call's or an interrupted call's
                 # (whose delete landed but whose rewrite did not), then the indexes, then drop the
                 # versions that still hold the rows.
-                dataset = self._dataset(table)
-                dataset.optimize.compact_files(
-                    target_rows_per_fragment=FRAGMENT_ROWS[name], materialize_deletions_threshold=0.0
-                )
-                dataset.optimize.optimize_indices()
-                self._clean(self._dataset(table), timedelta(0))
+                _until_committed(partial(self._tidy, name, table, timedelta(0), erasing=True), ERASE_WAIT)
+            self.refresh()
             return removed
 
     # -- reading -----------------------------------------------------------------------------
@@ -625,7 +658,7 @@ class Tables:
 
     def _wrote(self) -> None:
         self._writes_since_check += 1
-        if self._writes_since_check >= 16:
+        if self._writes_since_check >= self._check_every:
             self._writes_since_check = 0
             threading.Thread(target=self.compact_if_due, name="corrigenda-compact", daemon=True).start()
 
@@ -648,7 +681,7 @@ class Tables:
         or the notes have grown big enough for a vector index."""
         for name, table in self._tables().items():
             fragments = self._dataset(table).get_fragments()
-            if sum(f.metadata.physical_rows < FRAGMENT_ROWS[name] for f in fragments) >= COMPACT_AT_FRAGMENTS:
+            if sum(f.metadata.physical_rows < FRAGMENT_ROWS[name] for f in fragments) >= self._compact_at:
                 return True
             stats = table.index_stats("id_idx")
             if stats is not None and stats.num_unindexed_rows >= REINDEX_AT:
@@ -668,21 +701,32 @@ class Tables:
         """Merge small fragments, bring the indexes up to date, drop versions older than
         `keep_versions_for` and the files a crash left behind; one process at a time (False:
         another process is at it)."""
-        path = self._lock_path()
         with self._compact_lock:
             try:
-                with FileLock(path, timeout=0) if path else _no_lock():
+                with self._exclusive(0):
                     for name, table in self._tables().items():
-                        self.ensure_indexes(table)
-                        if name == NOTES:
-                            self._ensure_vector_index(table)
-                        dataset = self._dataset(table)
-                        dataset.optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS[name])
-                        dataset.optimize.optimize_indices()
-                        self._clean(dataset, keep_versions_for)
+                        _until_committed(partial(self._tidy, name, table, keep_versions_for), UPKEEP_WAIT)
+                    if self._lease is not None:
+                        self._lease.tidy(keep_versions_for)
+                    self.refresh()  # this process's reads use the compacted files from now on
                     return True
             except Timeout:
                 return False
+
+    def _tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
+        """One table's upkeep, on its latest version: its missing indexes, then compaction (erasing:
+        of every file that holds a deleted row), the indexes brought up to date, and the cleanup."""
+        table.checkout_latest()
+        self.ensure_indexes(table)
+        if name == NOTES:
+            self._ensure_vector_index(table)
+        dataset = self._dataset(table)
+        dataset.optimize.compact_files(
+            target_rows_per_fragment=FRAGMENT_ROWS[name],
+            materialize_deletions_threshold=0.0 if erasing else None,  # None: Lance's own (10 % deleted)
+        )
+        dataset.optimize.optimize_indices()
+        self._clean(self._dataset(table), keep_versions_for)
 
     @staticmethod
     def _vector_index_due(table: Table) -> bool:
@@ -718,11 +762,30 @@ class Tables:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(root, path))
 
-    def _lock_path(self) -> str | None:
-        """A lock file beside a local store; object stores rely on Lance's commit checks."""
-        return None if "://" in self.uri else os.path.join(self.uri, ".compact.lock")
+    def _exclusive(self, wait: float) -> AbstractContextManager[Any]:
+        """One process at a time, for upkeep and erasure: a lock file beside a store on disk, the
+        upkeep lease on object storage (lease.py). Raises filelock's Timeout after `wait` seconds."""
+        if self._lease is not None:
+            return self._lease.held(wait)
+        return FileLock(os.path.join(self.uri, ".compact.lock"), timeout=wait)
 
 
-@contextmanager
-def _no_lock() -> Iterator[None]:
-    yield
+def _preempted(exc: Exception) -> bool:
+    """Whether Lance refused a commit because another process committed first, and says to retry."""
+    return "Retryable commit conflict" in str(exc) or "preempted by concurrent transaction" in str(exc)
+
+
+def _until_committed(work: Callable[[], T], wait: float) -> T:
+    """Run `work` again, on the latest version, for as long as another process's commit preempts it
+    (up to `wait` seconds, backing off): what guards upkeep and erasure on an object store, where no
+    lock file can (README, "Several servers on object storage")."""
+    deadline = time.monotonic() + wait
+    for attempt in itertools.count():
+        try:
+            return work()
+        except Exception as exc:
+            if not _preempted(exc) or time.monotonic() > deadline:
+                raise
+            log.info("another process committed first (%s); trying again", str(exc).splitlines()[0][:160])
+            time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")

@@ -88,3 +88,12 @@ def kind_is(kind: str) -> str:
     if not kind.isidentifier():
         raise ValueError(f"not an event kind: {kind!r}")
     return f"kind = {_quote(kind)}"
+
+
+def lease_free(stale_before: datetime) -> str:
+    """Rows of the upkeep lease (lease.py) that nobody holds, or whose holder took them before this."""
+    return f"taken_at_us < {to_micros(stale_before)}"
+
+
+def held_by(holder: str) -> str:
+    return f"holder = {_quote(holder)}"

@@ -1,0 +1,105 @@
+"""One process at a time, across machines: the upkeep lease of a store on object storage.
+
+On one machine's disk a lock file keeps two processes from compacting, or erasing, at once; a bucket
+has no lock files. Lance alone keeps either from corrupting the tables (each commit is a conditional
+write of the next version, and a compaction that another commit overtook is refused and tried
+again, see tables.py), but the refused attempt leaves the files it wrote behind: after a `forget`,
+such a file can still hold the forgotten text. So upkeep on object storage takes this lease first.
+
+The lease is a small Lance table beside the notes and events, `upkeep_lease` (holder, taken_at_us).
+Taking it is an update of its rows where they are free or stale, and Lance commits an update only if
+no other commit changed those rows since it read them: of two processes taking it at once, one
+commits, and the other is refused or re-reads and finds it taken. Each then reads the table back at
+its latest version: the lease is the taker's if every row names it (two processes making the table
+at once can leave two rows). Giving it back frees the rows that still name the holder. A holder that
+died leaves it taken until LEASE_FOR has passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from filelock import Timeout
+
+from . import where
+
+if TYPE_CHECKING:
+    from lancedb.table import Table
+
+log = logging.getLogger(__name__)
+
+LEASE = "upkeep_lease"
+# A holder that has not given the lease back after this long is taken to be gone. Longer than any
+# compaction measured (building the vector index of 100k notes takes about a minute on 2 cores).
+LEASE_FOR = timedelta(minutes=10)
+SCHEMA = pa.schema([pa.field("holder", pa.string()), pa.field("taken_at_us", pa.int64())])
+FREE = {"holder": "", "taken_at_us": 0}
+POLL = 0.2  # seconds between two tries to take a lease another process holds
+
+
+class Lease:
+    """The upkeep lease of one store, opened with `open_table` (the store's own, race-safe opening)."""
+
+    def __init__(self, open_table: Callable[[str, pa.Schema], Table]) -> None:
+        self._open_table = open_table
+        self._table: Table | None = None
+        self.holder = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+    def _lease_table(self) -> Table:
+        if self._table is None:
+            table = self._open_table(LEASE, SCHEMA)
+            if table.count_rows() == 0:  # a new table: its one row, free
+                table.add(pa.Table.from_pylist([FREE], schema=SCHEMA))
+            self._table = table
+        return self._table
+
+    @contextmanager
+    def held(self, wait: float) -> Iterator[None]:
+        """Hold the lease for the block; raises filelock's Timeout after `wait` seconds if another
+        process holds it all that time (0: one try)."""
+        deadline = time.monotonic() + wait
+        while not self._take():
+            if time.monotonic() >= deadline:
+                raise Timeout(LEASE)
+            time.sleep(POLL)
+        try:
+            yield
+        finally:
+            self._give_back()
+
+    def _take(self) -> bool:
+        table = self._lease_table()
+        now = datetime.now(UTC)
+        taken = {"holder": self.holder, "taken_at_us": where.to_micros(now)}
+        try:
+            table.update(where=where.lease_free(now - LEASE_FOR), values=taken)
+        except Exception as exc:  # another process's update of the same rows came first
+            log.debug("taking the upkeep lease met another process (%s)", exc)
+        table.checkout_latest()
+        holders = set(table.search().select(["holder"]).limit(None).to_arrow()["holder"].to_pylist())
+        if holders == {self.holder}:
+            return True
+        if self.holder in holders:  # some rows only: another process holds the rest
+            self._give_back()
+        return False
+
+    def tidy(self, keep_versions_for: timedelta) -> None:
+        """Merge the fragments each take and give-back leaves, and drop old versions (while held)."""
+        dataset = self._lease_table().to_lance()
+        dataset.checkout_latest()
+        dataset.optimize.compact_files()
+        dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
+
+    def _give_back(self) -> None:
+        with contextlib.suppress(Exception):  # if this fails, the lease is stale after LEASE_FOR
+            self._lease_table().update(where=where.held_by(self.holder), values=FREE)

@@ -88,6 +88,7 @@ import queue
 import random
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -96,8 +97,8 @@ import threading
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -126,6 +127,7 @@ SECRET = re.compile(r"secret-([0-9a-f]{32})")
 TOPICS = ("the cache TTL", "the service port", "the deploy branch", "the retry limit", "the log level")
 QUERY = "what is the cache TTL, the service port or the retry limit?"
 HISTORY_CHECKS = 60  # notes a check reads the history of: those the trial wrote, first
+LOCAL_BUCKET = "corrigenda-bench"  # --local-s3's bucket
 VECTOR_FLOATS = 16  # how much of a forgotten note's vector the leak check looks for
 
 
@@ -407,6 +409,9 @@ def check_store(
 
 
 def store_files(uri: str) -> Iterator[tuple[str, bytes]]:
+    if "://" in uri:
+        yield from bucket_files(uri)
+        return
     for folder, _, names in os.walk(uri):
         for name in names:
             path = os.path.join(folder, name)
@@ -415,6 +420,25 @@ def store_files(uri: str) -> Iterator[tuple[str, bytes]]:
             except FileNotFoundError:  # removed by a cleanup since the walk listed it
                 continue
             yield os.path.relpath(path, uri), data
+
+
+def bucket_files(uri: str) -> Iterator[tuple[str, bytes]]:
+    """Every object under an s3:// store, read with the AWS variables (AWS_ENDPOINT_URL for a local S3)."""
+    from pyarrow import fs
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    scheme, _, host = endpoint.partition("://")
+    bucket = fs.S3FileSystem(endpoint_override=host or None, scheme=scheme or "https")
+    root = uri.split("://", 1)[1].rstrip("/")
+    for info in bucket.get_file_info(fs.FileSelector(root, recursive=True, allow_not_found=True)):
+        if info.type != fs.FileType.File:
+            continue
+        try:
+            with bucket.open_input_stream(info.path) as stream:
+                data = stream.read()
+        except FileNotFoundError:  # removed by a cleanup since the listing
+            continue
+        yield info.path[len(root) + 1 :], data
 
 
 def secret_of(text: str) -> bytes | None:
@@ -904,22 +928,90 @@ def standing(result: PhaseResult, ledger: Ledger) -> None:
 # -- part 2: several servers --------------------------------------------------------------------
 
 
-async def drive_server(
-    k: int, db: str, writes: int, rng: random.Random, pools: Pools, ledger: Ledger, result: PhaseResult
-) -> None:
-    """One real server process, written to by its own client; `pools` shares notes between servers."""
+@dataclass
+class Server:
+    """One server process and the client that writes to it."""
+
+    k: int
+    client: Client
+    latencies_ms: dict[str, list[float]] = field(default_factory=dict)  # op → each acknowledged call's time
+
+
+@asynccontextmanager
+async def started_servers(db: str, count: int, transport: str, env: Mapping[str, str]) -> AsyncIterator[list[Server]]:
+    """`count` real server processes on one store, each with its own connected client."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
-    params = StdioServerParameters(command=CORRIGENDA, args=["serve", "--db", db, "--scope", SCOPE], env=SERVER_ENV)
+    async with AsyncExitStack() as stack:
+        servers = []
+        for k in range(count):
+            args = ["serve", "--db", db, "--scope", SCOPE]
+            if transport == "stdio":
+                target: Any = StdioServerParameters(command=CORRIGENDA, args=args, env={**SERVER_ENV, **env})
+            else:
+                target = stack.enter_context(http_server(args, {**SERVER_ENV, **env}))
+            servers.append(Server(k, await stack.enter_async_context(Client(target))))
+        yield servers
+
+
+@contextmanager
+def http_server(args: Sequence[str], env: Mapping[str, str]) -> Iterator[str]:
+    """`corrigenda serve --transport http` on a free loopback port; yields its URL once it listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [CORRIGENDA, *args, "--transport", "http", "--port", str(port)]
+    log = tempfile.NamedTemporaryFile("w+", prefix="corrigenda-server-", suffix=".log", delete=False)  # noqa: SIM115
+    progress(f"server on port {port} logs to {log.name}")
+    proc = subprocess.Popen(cmd, env=dict(env), stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + CHILD_WAIT_S
+        while not listening(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{' '.join(cmd)} did not start: {Path(log.name).read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+async def drive_server(
+    server: Server, others: Sequence[Server], writes: int, rng: random.Random, pools: Pools, ledger: Ledger,
+    result: PhaseResult,
+) -> None:  # fmt: skip
+    """Write to one server through its client (`pools` shares notes between servers); after each write
+    that stored a note, ask the next server for it: it must see it at once."""
     mine = Pools(shared=pools.shared, retractable=pools.retractable)  # its own notes to forget
-    async with Client(params) as client:
-        for i in range(writes):
-            op, args = choose_write(rng, note_text(rng, f"server {k} write {i}"), mine)
-            message = await call_tool(client, op, args)
+    for i in range(writes):
+        op, args = choose_write(rng, note_text(rng, f"server {server.k} write {i}"), mine)
+        started = time.perf_counter()
+        message = await call_tool(server.client, op, args)
+        if op == "forget" and message["kind"] == "failed":  # as a user would: its delete may have landed
             result.count([message], ledger)
-            if message["kind"] == "ack":
-                mine.take(op, message, private=rng.random() < 0.5)
+            result.extra["forgets_retried"] = result.extra.get("forgets_retried", 0) + 1
+            message = await call_tool(server.client, op, args)
+        result.count([message], ledger)
+        if message["kind"] != "ack":
+            continue
+        server.latencies_ms.setdefault(op, []).append((time.perf_counter() - started) * 1000)
+        mine.take(op, message, private=rng.random() < 0.5)
+        if message.get("note") and op != "forget" and others:
+            other = others[i % len(others)]
+            seen = await call_tool(other.client, "history", {"note_id": message["note"]})
+            result.extra["seen_by_another_server"] = result.extra.get("seen_by_another_server", 0) + 1
+            if seen["kind"] != "ack":
+                result.corrupt.setdefault(
+                    f"server {other.k} did not see {message['note']}, acknowledged by server {server.k}: "
+                    f"{seen['error'][:200]}",
+                    0,
+                )
 
 
 async def call_tool(client: Client, op: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -931,34 +1023,70 @@ async def call_tool(client: Client, op: str, args: dict[str, Any]) -> dict[str, 
         kind = "failed" if "failed inside the store" in text else "refused"
         return {"kind": kind, "op": op, "error": text}
     assert answer.structured_content is not None
+    if op in ("history", "recall_chains"):  # reads: nothing to acknowledge
+        return {"kind": "ack", "op": op}
     return {"kind": "ack", "op": op, **acknowledgement(op, answer.structured_content)}
 
 
-def servers_phase(root: Path, servers: int, writes: int, seed: int) -> PhaseResult:
+def servers_phase(
+    root: Path, servers: int, writes: int, seed: int, db: str | None = None, transport: str = "stdio",
+    env: Mapping[str, str] | None = None, embedder: Embedder | None = None,
+) -> PhaseResult:  # fmt: skip
+    """`servers` real servers on one store (`db`, default a directory under `root`; `env` reaches them
+    and must already be in this process's environment for an object store), all writing at once."""
     import anyio
     from corrigenda.store import SentenceTransformerEmbedder
 
     started = time.perf_counter()
-    db = str(root / "servers" / "store")
+    db = db or str(root / "servers" / "store")
     ledger = Ledger()
     pools = Pools()
-    result = PhaseResult(f"{servers} servers x {writes} writes")
+    result = PhaseResult(f"{servers} servers x {writes} writes ({transport})")
+    per_server: list[Server] = []
 
     async def run() -> None:
-        async with anyio.create_task_group() as group:
-            for k in range(servers):
-                rng = random.Random(f"{seed}/server/{k}")
-                group.start_soon(drive_server, k, db, writes, rng, pools, ledger, result)
+        async with started_servers(db, servers, transport, env or {}) as running:
+            per_server.extend(running)
+            for server in running:  # each loads its model before the first timed write
+                await call_tool(server.client, "recall_chains", {"query": QUERY})
+            result.extra["servers_started_s"] = round(time.perf_counter() - started, 1)
+            async with anyio.create_task_group() as group:
+                for server in running:
+                    rng = random.Random(f"{seed}/server/{server.k}")
+                    others = [s for s in running if s is not server]
+                    group.start_soon(drive_server, server, others, writes, rng, pools, ledger, result)
 
     anyio.run(run)
     result.extra["writes_seconds"] = round(time.perf_counter() - started, 1)
+    result.extra["write_latency_ms"] = latency_summary(per_server)
     progress(f"servers: {result.acknowledged} writes acknowledged in {result.extra['writes_seconds']} s; checking")
-    check = check_store(db, SentenceTransformerEmbedder(), ledger, ledger.live_notes(), list(ledger.forgotten))
+    check = check_store(
+        db, embedder or SentenceTransformerEmbedder(), ledger, ledger.live_notes(), list(ledger.forgotten)
+    )
     result.absorb(check, 1)
     result.trials = servers
     standing(result, ledger)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def latency_summary(servers: Sequence[Server]) -> dict[str, dict[str, float]]:
+    """p50 / p99 / max of each kind of acknowledged write, over every server, and of all writes together."""
+    by_op: dict[str, list[float]] = {}
+    for server in servers:
+        for op, times in server.latencies_ms.items():
+            by_op.setdefault(op, []).extend(times)
+            by_op.setdefault("all writes", []).extend(times)
+    return {op: percentiles(times) for op, times in sorted(by_op.items())}
+
+
+def percentiles(times: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(times)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)], 1)
+
+    return {"calls": len(ordered), "p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 1)}
 
 
 # -- part 3: the cycle race ---------------------------------------------------------------------
@@ -1032,7 +1160,10 @@ def race_phase(root: Path, rounds: int, seed: int) -> PhaseResult:
 # -- reporting ----------------------------------------------------------------------------------
 
 # what a phase adds to its summary, printed under the table in this order
-EXTRAS = ("cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end")
+EXTRAS = (
+    "cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end", "servers_started_s",
+    "seen_by_another_server", "forgets_retried", "write_latency_ms",
+)  # fmt: skip
 COLUMNS = ("phase", "trials", "acknowledged", "lost", "duplicated", "corrupt", "leaked bytes", "failed", "seconds")
 
 
@@ -1111,6 +1242,28 @@ def report(results: Sequence[PhaseResult], settings: Mapping[str, Any], seconds:
 
 
 @contextmanager
+def local_s3(wanted: bool) -> Iterator[dict[str, str]]:
+    """A local S3 API in its own process (bench/local_s3.py) with its AWS variables set in this one; {} if not wanted."""
+    if not wanted:
+        yield {}
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).with_name("local_s3.py")
+    cmd = [sys.executable, str(script), "--port", str(port), "--bucket", LOCAL_BUCKET]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        env = dict(pair.split("=", 1) for pair in proc.stdout.readline().split())
+        os.environ.update(env)
+        yield env
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@contextmanager
 def workdir(path: Path | None) -> Iterator[Path]:
     if path is not None:
         path.mkdir(parents=True, exist_ok=True)
@@ -1133,8 +1286,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--parts", default="kill,servers,race", help="which parts to run, comma-separated (default: all three)"
     )
+    parser.add_argument(
+        "--db", help="the servers part's store: a directory or s3://bucket/prefix (default: a new temp directory)"
+    )
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="how the servers are reached")
+    parser.add_argument(
+        "--local-s3", action="store_true",
+        help="run the servers part on a new store in a local S3 API (bench/local_s3.py, started for the run)",
+    )  # fmt: skip
     parser.add_argument("--child", choices=[*KILL_PHASES, "race"], help=argparse.SUPPRESS)
-    parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -1146,6 +1306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seed": args.seed, "kills": per_phase * len(KILL_PHASES), "kills_per_phase": per_phase,
         "servers": args.servers, "writes": args.writes, "race_rounds": args.race_rounds,
         "kill_within_s": KILL_WITHIN_S, "embedder": StandInEmbedder.name, "parts": args.parts,
+        "transport": args.transport, "db": args.db or ("local S3" if args.local_s3 else "a temp directory"),
     }  # fmt: skip
     parts = set(args.parts.split(","))
     if not parts <= {"kill", "servers", "race"}:
@@ -1159,7 +1320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(kill_phase(phase, root, per_phase, args.seed))
         if "servers" in parts:
             (root / "servers").mkdir(parents=True, exist_ok=True)
-            results.append(servers_phase(root, args.servers, args.writes, args.seed))
+            with local_s3(args.local_s3) as env:
+                db = args.db or (f"s3://{LOCAL_BUCKET}/faults-{int(time.time())}" if env else None)
+                results.append(servers_phase(root, args.servers, args.writes, args.seed, db, args.transport, env))
         if "race" in parts:
             (root / "race").mkdir(parents=True, exist_ok=True)
             results.append(race_phase(root, args.race_rounds, args.seed))

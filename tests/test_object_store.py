@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,12 +19,16 @@ from corrigenda.server.config import Settings
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.model import Note
 from corrigenda.store.tables import SCALAR_INDEXES, Tables
+from mcp import Client
 from pydantic import ValidationError
 
-from .test_processes import CORRIGENDA, ENV, _free_port
+from bench.faults import PhaseResult, servers_phase
+from bench.local_s3 import KEY_ID, LocalS3
+
+from .conftest import call, call_error
+from .test_processes import CORRIGENDA, ENV, _free_port, serve_http
 
 BUCKET = "corrigenda-test"
-KEY = {"AWS_ACCESS_KEY_ID": "test-key", "AWS_SECRET_ACCESS_KEY": "test-secret", "AWS_REGION": "us-east-1"}
 WRITERS = 4
 
 # One writer: loads the model and opens the store, says "ready", waits for "go" on stdin so that
@@ -44,38 +48,26 @@ print(memory.remember(Draft(text=sys.argv[1]), "shared").note.id, flush=True)
 """
 
 
-@dataclass
-class S3:
-    endpoint: str
+def _options(s3: LocalS3) -> dict[str, str]:
+    """The AWS variables as storage options."""
+    return {k.lower(): v for k, v in s3.env.items()}
 
-    @property
-    def env(self) -> dict[str, str]:
-        """The usual AWS variables, which the object store reads itself."""
-        return {**KEY, "AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true"}
 
-    @property
-    def options(self) -> dict[str, str]:
-        return {k.lower(): v for k, v in self.env.items()}
+@contextmanager
+def _local_s3(bucket: str, **gate: Any) -> Iterator[LocalS3]:
+    server = LocalS3(_free_port(), [bucket], **gate).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[S3]:
-    """moto's S3 server on a free loopback port, with one empty bucket."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        boto3.client(
-            "s3", endpoint_url=endpoint, region_name=KEY["AWS_REGION"],
-            aws_access_key_id=KEY["AWS_ACCESS_KEY_ID"], aws_secret_access_key=KEY["AWS_SECRET_ACCESS_KEY"],
-        ).create_bucket(Bucket=BUCKET)  # fmt: skip
-        yield S3(endpoint)
-    finally:
-        server.stop()
+def s3() -> Iterator[LocalS3]:
+    """moto's S3 server on a free loopback port, with one empty bucket, that takes only its own key and
+    makes each conditional write atomic (bench/local_s3.py)."""
+    with _local_s3(BUCKET, access_key=KEY_ID) as server:
+        yield server
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -90,20 +82,20 @@ def test_storage_options_come_from_one_variable_of_key_value_pairs(monkeypatch: 
         Settings(db="s3://b/p")
 
 
-def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: S3, embedder: object) -> None:
-    settings = Settings(db=f"s3://{BUCKET}/options", storage_options=s3.options)
+def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: LocalS3, embedder: object) -> None:
+    settings = Settings(db=f"s3://{BUCKET}/options", storage_options=_options(s3))
     memory = build_memory(settings)
     memory.embedder = embedder  # type: ignore[assignment]
     from corrigenda.store import Draft
 
     note = memory.remember(Draft(text="The bucket store keeps this note"), "default").note
-    again = Tables(settings.db, s3.options)  # another connection reads it back from the bucket
+    again = Tables(settings.db, _options(s3))  # another connection reads it back from the bucket
     assert again.notes([note.id])[note.id].text == "The bucket store keeps this note"
     assert not Path(settings.db).exists()  # nothing was written to a local directory of that name
 
 
-def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: S3) -> None:
-    options = ",".join(f"{k}={v}" for k, v in s3.options.items())
+def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: LocalS3) -> None:
+    options = ",".join(f"{k}={v}" for k, v in _options(s3).items())
     out = _cli("stats", "--db", f"s3://{BUCKET}/cli", env={"CORRIGENDA_STORAGE_OPTIONS": options})
     assert out.returncode == 0, out.stderr
     assert "notes: 0" in out.stdout
@@ -116,7 +108,7 @@ def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: S3) -> N
         ("closed port", "the endpoint could not be reached"),
     ],
 )
-def test_an_unreachable_bucket_fails_the_cli_in_one_line_naming_what_to_set(s3: S3, where: str, said: str) -> None:
+def test_an_unreachable_bucket_fails_the_cli_in_one_line_naming_what_to_set(s3: LocalS3, where: str, said: str) -> None:
     env = s3.env if where == "missing bucket" else {**s3.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}
     db = "s3://no-such-bucket/x" if where == "missing bucket" else f"s3://{BUCKET}/x"
     out = _cli("stats", "--db", db, env=env)
@@ -199,14 +191,85 @@ def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: st
     _assert_each_note_once(Tables(db), acknowledged)
 
 
-def test_servers_making_a_new_store_at_once_in_a_bucket_all_write_once(s3: S3) -> None:
+def test_servers_making_a_new_store_at_once_in_a_bucket_all_write_once(s3: LocalS3) -> None:
     db = f"s3://{BUCKET}/race"
     acknowledged = _first_writes_at_once(db, s3.env)  # the AWS_* variables alone: no storage options
-    _assert_each_note_once(Tables(db, s3.options), acknowledged)
+    _assert_each_note_once(Tables(db, _options(s3)), acknowledged)
 
 
-def test_the_bucket_is_read_from_the_aws_variables_alone(s3: S3, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bucket_is_read_from_the_aws_variables_alone(s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in s3.env.items():
         monkeypatch.setenv(name, value)
     assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint
     assert Tables(f"s3://{BUCKET}/env-only").count() == {"notes": 0, "events": 0}
+
+
+def test_refused_credentials_fail_the_cli_and_an_http_server_at_start_naming_what_to_set(s3: LocalS3) -> None:
+    wrong = {**s3.env, "AWS_ACCESS_KEY_ID": "not-the-key"}
+    said = "(InvalidAccessKeyId: The AWS Access Key Id you provided does not exist in our records.)"
+    for command in (["stats"], ["serve", "--transport", "http", "--port", str(_free_port())]):
+        out = _cli(*command, "--db", f"s3://{BUCKET}/refused", env=wrong)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+        assert said in out.stderr and "AWS_ACCESS_KEY_ID" in out.stderr, out.stderr
+
+
+# -- several servers on one bucket -----------------------------------------------------------------
+
+SERVER_WRITES = 12  # per server: remember, correct, revoke, reinstate, link and forget, chosen at random
+
+
+def _three_servers(s3: LocalS3, db: str, tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch) -> PhaseResult:
+    """bench/faults.py's servers part, short: three `corrigenda serve --transport http` processes on one
+    store, each written to by its own client at once, on notes the others wrote too (a server forgets
+    only notes it wrote, so no other meets a note gone under it). After each write that stored a note
+    another server reads it at its next call. Then, from a fresh connection: every acknowledged note
+    and event there exactly once (but what an acknowledged forget erased), every chain with a head,
+    history agreeing with the fold, and no byte of a forgotten note's text or vector in any object."""
+    for name, value in s3.env.items():  # the checks read the bucket from this process
+        monkeypatch.setenv(name, value)
+    return servers_phase(tmp_path, 3, SERVER_WRITES, seed=0, db=db, transport="http", env=s3.env, embedder=embedder)
+
+
+def test_three_http_servers_on_one_bucket_lose_nothing(
+    s3: LocalS3, tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused_before = s3.gate.refused_writes
+    result = _three_servers(s3, f"s3://{BUCKET}/three", tmp_path, embedder, monkeypatch)
+    problems = result.summary()["problems"]
+    assert result.clean() and not result.failed, problems
+    ops = result.acknowledged_by_op
+    assert set(ops) >= {"remember", "correct", "revoke", "link", "forget"}, ops
+    assert result.acknowledged + result.refused == 3 * SERVER_WRITES
+    # every note a write stored was read by another server at its next call (a miss is a problem above)
+    assert result.extra["seen_by_another_server"] == ops["remember"] + ops["correct"]
+    # the commits really raced: the bucket refused the second of two at once, and Lance tried again
+    assert s3.gate.refused_writes > refused_before
+
+
+def test_the_negative_control_three_servers_lose_writes_on_a_bucket_that_ignores_conditional_writes(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test above could catch a lost write: the same run, on a bucket that drops If-None-Match (as
+    a store without conditional writes would), loses acknowledged writes, and its checks say so."""
+    with _local_s3("corrigenda-lossy", honour_conditional_writes=False) as lossy:
+        result = _three_servers(lossy, "s3://corrigenda-lossy/three", tmp_path, embedder, monkeypatch)
+    assert lossy.gate.conditional_writes == 0  # nothing was guarded
+    assert result.lost, f"nothing lost on a bucket without conditional writes: {result.summary()}"
+
+
+@pytest.mark.anyio
+async def test_a_bucket_that_stops_answering_fails_the_call_clearly_and_the_next_call_works_once_it_is_back() -> None:
+    with _local_s3("corrigenda-outage") as s3:
+        for running in serve_http("s3://corrigenda-outage/store", env=s3.env):
+            async with Client(running.url) as client:
+                before = (await call(client, "remember", text="Written before the outage"))["note"]
+                s3.stop()
+                error = await call_error(client, "remember", text="Written while the bucket is down")
+                assert "is not answering (the endpoint could not be reached)" in error, error
+                assert "nothing acknowledged before is lost" in error and "Traceback" not in error
+                s3.start()  # the same port, the same objects
+                after = (await call(client, "remember", text="Written once the bucket is back"))["note"]
+                recalled = await call(client, "recall_chains", query="written before the outage")
+                assert recalled["chains"][0]["heads"][0]["id"] == before["id"]
+                assert (await call(client, "history", note_id=after["id"]))["note"]["text"].endswith("is back")

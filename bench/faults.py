@@ -53,10 +53,17 @@ The checks, after every kill and at the end of parts 2 and 3:
 Kills are random, so a narrow window inside a call is reached only by chance (each trial's record
 says what the kill landed in); a window of a few milliseconds can go unhit in a whole run.
 
+Part 2 runs on a store in a bucket with --db s3://… (or --local-s3: a local S3 API started for the
+run, bench/local_s3.py) and over HTTP with --transport http; it then also prints each kind of write's
+p50 / p99 latency, measured from its client. After each write that stored a note, the next server
+reads it (history): a miss is counted as corrupt. A forget that failed is called again, as a user
+would (its delete may have landed). tests/test_object_store.py runs it short, three HTTP servers on
+moto's S3, and its negative control.
+
 Not covered: power loss or a kernel crash (kill -9 leaves the page cache to be written, so whether
-Lance's commits survive an fsync-less crash is not tested); a full disk or I/O errors; s3:// stores;
-the HTTP transport; killing the server processes of part 2 (their clients end them cleanly); what
-the full-text index holds after a forget (compressed, see above).
+Lance's commits survive an fsync-less crash is not tested); a full disk or I/O errors; kill -9 on a
+bucket store; killing the server processes of part 2 (their clients end them cleanly); what the
+full-text index holds after a forget (compressed, see above).
 
 The embedder of parts 1 and 3 is a stand-in (64 dimensions from SHAKE-256 of each word, no model):
 the faults under test are in storage (appends, compaction, erasure), not in embeddings, and loading
@@ -68,6 +75,7 @@ writes and 4 race rounds, under 2 minutes):
 
     .venv/bin/python bench/faults.py [--kills 210] [--servers 4] [--writes 50] [--race-rounds 20]
                                      [--seed 0] [--quick] [--parts kill,servers,race] [--json PATH] [--dir PATH]
+                                     [--transport stdio|http] [--db s3://… | --local-s3]
 
 It prints one row per part (trials, acknowledged calls, lost, duplicated, corrupt, leaked bytes,
 calls that failed inside the store, seconds), then what the kills landed in and every problem found;
@@ -938,8 +946,11 @@ class Server:
 
 
 @asynccontextmanager
-async def started_servers(db: str, count: int, transport: str, env: Mapping[str, str]) -> AsyncIterator[list[Server]]:
-    """`count` real server processes on one store, each with its own connected client."""
+async def started_servers(
+    db: str, count: int, transport: str, env: Mapping[str, str], logs: Path
+) -> AsyncIterator[list[Server]]:
+    """`count` real server processes on one store, each with its own connected client (HTTP servers log
+    to `logs`)."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -950,31 +961,34 @@ async def started_servers(db: str, count: int, transport: str, env: Mapping[str,
             if transport == "stdio":
                 target: Any = StdioServerParameters(command=CORRIGENDA, args=args, env={**SERVER_ENV, **env})
             else:
-                target = stack.enter_context(http_server(args, {**SERVER_ENV, **env}))
+                target = stack.enter_context(http_server(args, {**SERVER_ENV, **env}, logs))
             servers.append(Server(k, await stack.enter_async_context(Client(target))))
         yield servers
 
 
 @contextmanager
-def http_server(args: Sequence[str], env: Mapping[str, str]) -> Iterator[str]:
-    """`corrigenda serve --transport http` on a free loopback port; yields its URL once it listens."""
+def http_server(args: Sequence[str], env: Mapping[str, str], logs: Path) -> Iterator[str]:
+    """`corrigenda serve --transport http` on a free loopback port, its log in `logs`; yields its URL
+    once it listens."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cmd = [CORRIGENDA, *args, "--transport", "http", "--port", str(port)]
-    log = tempfile.NamedTemporaryFile("w+", prefix="corrigenda-server-", suffix=".log", delete=False)  # noqa: SIM115
-    progress(f"server on port {port} logs to {log.name}")
+    log = (logs / f"server-{port}.log").open("w")
     proc = subprocess.Popen(cmd, env=dict(env), stdout=subprocess.DEVNULL, stderr=log)
     try:
         deadline = time.monotonic() + CHILD_WAIT_S
         while not listening(port):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{' '.join(cmd)} did not start: {Path(log.name).read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"{' '.join(cmd)} did not start: {(logs / f'server-{port}.log').read_text()[-2000:]}"
+                )
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        log.close()
 
 
 def listening(port: int) -> bool:
@@ -1045,7 +1059,9 @@ def servers_phase(
     per_server: list[Server] = []
 
     async def run() -> None:
-        async with started_servers(db, servers, transport, env or {}) as running:
+        logs = root / "servers"
+        logs.mkdir(parents=True, exist_ok=True)
+        async with started_servers(db, servers, transport, env or {}, logs) as running:
             per_server.extend(running)
             for server in running:  # each loads its model before the first timed write
                 await call_tool(server.client, "recall_chains", {"query": QUERY})

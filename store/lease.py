@@ -82,6 +82,7 @@ class Lease:
         now = datetime.now(UTC)
         taken = {"holder": self.holder, "taken_at_us": where.to_micros(now)}
         try:
+            table.checkout_latest()  # the store's connections check only when told (tables.py)
             table.update(where=where.lease_free(now - LEASE_FOR), values=taken)
         except Exception as exc:  # another process's update of the same rows came first
             log.debug("taking the upkeep lease met another process (%s)", exc)
@@ -102,4 +103,6 @@ class Lease:
 
     def _give_back(self) -> None:
         with contextlib.suppress(Exception):  # if this fails, the lease is stale after LEASE_FOR
-            self._lease_table().update(where=where.held_by(self.holder), values=FREE)
+            table = self._lease_table()
+            table.checkout_latest()
+            table.update(where=where.held_by(self.holder), values=FREE)

@@ -714,12 +714,14 @@ class Tables:
                 return False
 
     def _tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
-        """One table's upkeep, on its latest version: its missing indexes, then compaction (erasing:
-        of every file that holds a deleted row), the indexes brought up to date, and the cleanup."""
+        """One table's upkeep, on its latest version: its missing indexes (not while erasing: a `forget`
+        does not wait for a vector index to be built), then compaction (erasing: of every file that
+        holds a deleted row), the indexes brought up to date, and the cleanup."""
         table.checkout_latest()
-        self.ensure_indexes(table)
-        if name == NOTES:
-            self._ensure_vector_index(table)
+        if not erasing:
+            self.ensure_indexes(table)
+            if name == NOTES:
+                self._ensure_vector_index(table)
         dataset = self._dataset(table)
         dataset.optimize.compact_files(
             target_rows_per_fragment=FRAGMENT_ROWS[name],

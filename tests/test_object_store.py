@@ -9,16 +9,19 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from corrigenda.server.app import build_memory
 from corrigenda.server.config import Settings
+from corrigenda.store import lease
 from corrigenda.store.ids import new_note_id
+from corrigenda.store.lease import Lease
 from corrigenda.store.model import Note
 from corrigenda.store.tables import SCALAR_INDEXES, Tables
+from filelock import Timeout
 from mcp import Client
 from pydantic import ValidationError
 
@@ -273,3 +276,18 @@ async def test_a_bucket_that_stops_answering_fails_the_call_clearly_and_the_next
                 recalled = await call(client, "recall_chains", query="written before the outage")
                 assert recalled["chains"][0]["heads"][0]["id"] == before["id"]
                 assert (await call(client, "history", note_id=after["id"]))["note"]["text"].endswith("is back")
+
+
+def test_the_upkeep_lease_is_held_by_one_process_at_a_time_and_a_stale_one_is_taken_over(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes' leases on one store (the lease is a Lance table, so a directory shows it as well
+    as a bucket; lease.py)."""
+    first, second = Lease(Tables(db)._open_or_create), Lease(Tables(db)._open_or_create)
+    with first.held(wait=0), pytest.raises(Timeout), second.held(wait=0.5):
+        raise AssertionError("two holders at once")
+    with second.held(wait=0):  # given back: the other takes it at once
+        monkeypatch.setattr(lease, "LEASE_FOR", timedelta(0))  # a holder that died: stale at once
+        with first.held(wait=0):
+            holders = Tables(db)._open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
+            assert set(holders) == {first.holder}

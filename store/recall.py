@@ -87,7 +87,6 @@ class Candidate:
     text_rank: int | None = None
     score: float = 0.0
     qualified: bool = False
-    vector: Sequence[float] | None = None  # its stored embedding, where the model could read it
 
 
 @dataclass(frozen=True)
@@ -156,10 +155,10 @@ def find_candidates(
             vector = embedder.embed([query])[0]
         hits = tables.vector_search(vector, scope, as_of, settings.per_retriever)
         for rank, hit in _ranked(hits, lambda h: (h.similarity, h.note.id)):
-            found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok, vector=hit.vector)
+            found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok)
     text_hits = searching_text.result()
     for rank, text_hit in _ranked(text_hits, lambda h: (h.score, h.note.id)):
-        cand = found.setdefault(text_hit.note.id, Candidate(text_hit.note, vector=text_hit.vector))
+        cand = found.setdefault(text_hit.note.id, Candidate(text_hit.note))
         cand.text_score, cand.text_rank = text_hit.score, rank
     for cand in found.values():
         cand.score = sum(1.0 / (RRF_K + r) for r in (cand.dense_rank, cand.text_rank) if r is not None)
@@ -226,8 +225,9 @@ def run(
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
     trace.chains = dependents_first(trace.chains)
-    vectors = {i: c.vector for i, c in candidates.items() if c.vector is not None}
-    vectors |= tables.vectors(h.id for c in trace.chains for h in c.heads if h.id not in candidates)
+    # the heads' stored embeddings, read once here rather than with every search hit (on an object
+    # store, reading a row's vector is about a request each)
+    vectors = tables.vectors(h.id for c in trace.chains for h in c.heads)
     kept, trace.duplicates = drop_duplicates(trace.chains, vectors, settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
     omitted += [

@@ -84,8 +84,10 @@ UPKEEP_WAIT = 20.0
 READ_RETRIES = 3
 # The notes table gets a vector index (IVF_SQ, square-root-of-rows partitions) once it holds this
 # many rows; a scope smaller than this is searched exactly even then. A search probes this many
-# partitions and re-ranks this many times the candidates it needs with the full vectors. All
-# chosen by measurement (README, "Measured": recall@20 against exact search, and latency).
+# partitions and re-ranks this many times the candidates it needs with the full vectors (not on an
+# object store, where reading them back cost ~20 requests and 120 ms a search: similarities there are
+# the index's 8-bit ones). All chosen by measurement (README, "Measured": recall@20 against exact
+# search, and latency).
 VECTOR_INDEX_AT = 10_000
 VECTOR_PROBES = 50
 VECTOR_REFINE = 2
@@ -230,18 +232,12 @@ class DenseHit:
     note: Note
     similarity: float
     dense_ok: bool
-    vector: list[float] | None  # None where the model could not read the text
 
 
 @dataclass(frozen=True)
 class TextHit:
     note: Note
     score: float
-    vector: list[float] | None
-
-
-def _readable_vector(row: dict[str, Any]) -> list[float] | None:
-    return row["vector"] if row["dense_ok"] else None
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -289,7 +285,7 @@ class Tables:
         self._open_lock = threading.Lock()
         self._compact_lock = threading.Lock()
         self._writes_since_check = 0
-        remote = "://" in uri
+        remote = self._remote = "://" in uri
         self._lease = Lease(self._open_or_create) if remote else None
         self._compact_at = COMPACT_AT_FRAGMENTS_REMOTE if remote else COMPACT_AT_FRAGMENTS
         self._check_every = UPKEEP_CHECK_EVERY_REMOTE if remote else UPKEEP_CHECK_EVERY
@@ -577,18 +573,17 @@ class Tables:
         query = (
             query.distance_type("cosine")
             .where(clause, prefilter=True)
-            .select([*_NOTE_COLUMNS, "dense_ok", "vector", "_distance"])
+            .select([*_NOTE_COLUMNS, "dense_ok", "_distance"])
             .limit(limit)
         )
         if self._searched_exactly(table, scope):
             query = query.bypass_vector_index()
+        elif self._remote:  # re-reading the candidates' vectors costs about a request each there
+            query = query.nprobes(VECTOR_PROBES)
         else:  # the full vectors of the candidates re-rank them, so similarities are exact
             query = query.nprobes(VECTOR_PROBES).refine_factor(VECTOR_REFINE)
         rows = self._read(lambda: query.to_arrow().to_pylist())
-        return [
-            DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"]), _readable_vector(r))
-            for r in _first_of_each_id(rows)
-        ]
+        return [DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"])) for r in _first_of_each_id(rows)]
 
     def _searched_exactly(self, table: Table, scope: str) -> bool:
         """Whether a scope's vectors are searched without the index: while there is none, and for a
@@ -617,11 +612,11 @@ class Tables:
         search = (
             table.search(MatchQuery(query, "text"), query_type="fts")  # type: ignore[call-arg]
             .where(clause, prefilter=True)
-            .select([*_NOTE_COLUMNS, "dense_ok", "vector", "_score"])
+            .select([*_NOTE_COLUMNS, "_score"])
             .limit(limit)
         )
         rows = self._read(lambda: search.to_arrow().to_pylist())
-        return [TextHit(_note_from_row(r), float(r["_score"]), _readable_vector(r)) for r in _first_of_each_id(rows)]
+        return [TextHit(_note_from_row(r), float(r["_score"])) for r in _first_of_each_id(rows)]
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()

@@ -95,6 +95,8 @@ VECTOR_REFINE = 2
 SCOPE_SIZE_TTL = 30.0
 # Compact once this many rows of a table are outside its indexes (searched without them).
 REINDEX_AT = 1024
+# How long making a table waits for another process that holds the lock of upkeep (lease.py).
+CREATE_WAIT = 60.0
 # Several processes can open a new store at once (servers started together) and make its tables and
 # indexes at the same moment. Lance then fails one side with a commit conflict, or finds a table whose
 # first version is not written yet: each creation is tried again, this many times.
@@ -342,7 +344,8 @@ class Tables:
 
     def events_table(self) -> Table:
         if self._events is None:
-            self._events = self._open_or_create(EVENTS, _EVENT_SCHEMA)
+            exists = EVENTS in self._table_names()
+            self._events = self._open_or_create(EVENTS, None) if exists else self._made(EVENTS, _EVENT_SCHEMA)
             self.ensure_indexes(self._events)
         return self._events
 
@@ -370,11 +373,18 @@ class Tables:
     def _ensure_notes(self, model: str, dimension: int) -> Table:
         table = self.notes_table()
         if table is None:
-            table = self._open_or_create(NOTES, _note_schema(model, dimension))
+            table = self._made(NOTES, _note_schema(model, dimension))
             self._notes = table
             self.ensure_indexes(table)
         self.check_model(model, dimension)
         return table
+
+    def _made(self, name: str, schema: pa.Schema) -> Table:
+        """A table that did not exist a moment ago, made by one process at a time (the lock of upkeep):
+        Lance commits a second creation as an overwrite of the first, and of every row written to it
+        since, so a process that waited here finds the table made and opens it."""
+        with self._exclusive(CREATE_WAIT):
+            return self._open_or_create(name, schema)
 
     def _open_or_create(self, name: str, schema: pa.Schema | None) -> Table:
         """A table, made with `schema` if no process has made it yet (None: it must exist), whatever
@@ -477,6 +487,7 @@ class Tables:
         holds one is rewritten without it, and older versions (which still hold it) are removed.
         Waits for another process's compaction rather than skip the erasure.
         """
+        tables = self._tables()  # opened (never made) outside the lock, which making a table takes
         with self._compact_lock, self._exclusive(ERASE_WAIT):
             self.refresh()  # what the holder before this one left: the files of older versions may be gone
             events = self.events_table()
@@ -493,7 +504,7 @@ class Tables:
                 _until_committed(lambda: notes.delete(where.id_in([note_id])), ERASE_WAIT)
             if removed:
                 _until_committed(lambda: events.delete(where.id_in(removed)), ERASE_WAIT)
-            for name, table in self._tables().items():
+            for name, table in tables.items():
                 # Rewrite every file holding a deleted row, this call's or an interrupted call's
                 # (whose delete landed but whose rewrite did not), then the indexes, then drop the
                 # versions that still hold the rows.
@@ -696,10 +707,11 @@ class Tables:
         """Merge small fragments, bring the indexes up to date, drop versions older than
         `keep_versions_for` and the files a crash left behind; one process at a time (False:
         another process is at it)."""
+        tables = self._tables()  # opened (never made) outside the lock, which making a table takes
         with self._compact_lock:
             try:
                 with self._exclusive(0):
-                    for name, table in self._tables().items():
+                    for name, table in tables.items():
                         _until_committed(partial(self._tidy, name, table, keep_versions_for), UPKEEP_WAIT)
                     if self._lease is not None:
                         self._lease.tidy(keep_versions_for)

@@ -1087,12 +1087,15 @@ def servers_phase(
 
 
 def latency_summary(servers: Sequence[Server]) -> dict[str, dict[str, float]]:
-    """p50 / p99 / max of each kind of acknowledged write, over every server, and of all writes together."""
+    """p50 / p99 / max of each kind of acknowledged write, over every server, of all writes together, and
+    of all but forget."""
     by_op: dict[str, list[float]] = {}
     for server in servers:
         for op, times in server.latencies_ms.items():
             by_op.setdefault(op, []).extend(times)
             by_op.setdefault("all writes", []).extend(times)
+            if op != "forget":  # an erasure rewrites files: the others are appends
+                by_op.setdefault("all but forget", []).extend(times)
     return {op: percentiles(times) for op, times in sorted(by_op.items())}
 
 

@@ -255,7 +255,8 @@ def test_the_negative_control_three_servers_lose_writes_on_a_bucket_that_ignores
 ) -> None:
     """The test above could catch a lost write: the same run, on a bucket that drops If-None-Match (as
     a store without conditional writes would), loses acknowledged writes, and its checks say so."""
-    with _local_s3("corrigenda-lossy", honour_conditional_writes=False) as lossy:
+    # commits held 0.3 s, so that an overwrite often lands after the writer's read-back (local_s3.py)
+    with _local_s3("corrigenda-lossy", honour_conditional_writes=False, commit_delay=0.3) as lossy:
         result = _three_servers(lossy, "s3://corrigenda-lossy/three", tmp_path, embedder, monkeypatch)
     assert lossy.gate.conditional_writes == 0  # nothing was guarded
     assert result.lost, f"nothing lost on a bucket without conditional writes: {result.summary()}"

@@ -44,25 +44,31 @@ class ModelUnavailable(CorrigendaError):
         self.name = name
 
 
-class StoreUnreachable(CorrigendaError):
+class _BucketError(CorrigendaError):
+    """A problem with an object-store location; each kind says it with its own `MESSAGE`."""
+
+    MESSAGE = ""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        super().__init__(self.MESSAGE.format(uri=uri, detail=detail))
+        self.uri = uri
+
+
+class StoreUnreachable(_BucketError):
     """An object-store location could not be opened: no such bucket, refused credentials, no endpoint."""
 
-    def __init__(self, uri: str, detail: str) -> None:
-        super().__init__(
-            f"db: cannot open {uri} ({detail}). Set the bucket's credentials and endpoint in the environment "
-            "(for s3://: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, and AWS_ENDPOINT_URL for an "
-            "S3-compatible store) or as key=value pairs in CORRIGENDA_STORAGE_OPTIONS"
-        )
-        self.uri = uri
+    MESSAGE = (
+        "db: cannot open {uri} ({detail}). Set the bucket's credentials and endpoint in the environment "
+        "(for s3://: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, and AWS_ENDPOINT_URL for an "
+        "S3-compatible store) or as key=value pairs in CORRIGENDA_STORAGE_OPTIONS"
+    )
 
 
-class StoreUnavailable(CorrigendaError):
+class StoreUnavailable(_BucketError):
     """The object store stopped answering during a call (an outage): the call may not have been carried out."""
 
-    def __init__(self, uri: str, detail: str) -> None:
-        super().__init__(
-            f"db: the store at {uri} is not answering ({detail}), so this call may not have been carried out; "
-            "nothing acknowledged before is lost. Call again once the store answers (a remember of the same "
-            "text returns the note if it was stored after all)"
-        )
-        self.uri = uri
+    MESSAGE = (
+        "db: the store at {uri} is not answering ({detail}), so this call may not have been carried out; "
+        "nothing acknowledged before is lost. Call again once the store answers (a remember of the same "
+        "text returns the note if it was stored after all)"
+    )

@@ -7,6 +7,12 @@ for its version (well under a millisecond, and it sees other processes' commits)
 - the next version, made by this process's own append: the appended events are added in memory;
 - anything else (another process wrote, compaction, forget): that scope's events are read again.
 
+Beside the graphs, the notes (and vectors) that calls read by id are kept, up to `NOTES_KEPT`: a note's
+row never changes once written. Only `forget` removes one, after its `forgets` tombstone, which is
+never erased; so a kept note of another process's forget is never shown (the fold drops a note its
+tombstone names), and is let go once a graph holding that tombstone is read, or at this process's
+own forget.
+
 A graph may hold events whose notes are not readable: a note's row is the commit point of the
 edges written with it (README, "How it works"), so an edge whose note is not (or no longer)
 stored is ignored by the fold. That is also why a graph must be refreshed *after* the notes a
@@ -16,12 +22,21 @@ call works on were read: a note that was read has its edges in the table already
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
 
 from .ids import is_note_id
-from .model import Event, EventKind
+from .model import Event, EventKind, Note
+
+# Notes (and, apart, vectors) kept between calls, the least recently used let go first: at 20,000,
+# about 30 MiB of vectors (384 floats) and as much text.
+NOTES_KEPT = 20_000
+
+V = TypeVar("V")
 
 
 @dataclass
@@ -73,14 +88,63 @@ class ScopeGraph:
         return [self.events[i] for i in found]
 
 
+class Kept(Generic[V]):
+    """Values read by note id, the most recently used `size` of them (None: the store has none)."""
+
+    def __init__(self, size: int = NOTES_KEPT) -> None:
+        self._size = size
+        self._values: OrderedDict[str, V | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, V]]) -> dict[str, V]:
+        """The values of `ids` that exist, reading only those not kept."""
+        found: dict[str, V] = {}
+        missing: list[str] = []
+        with self._lock:
+            for i in dict.fromkeys(ids):
+                if i not in self._values:
+                    missing.append(i)
+                    continue
+                self._values.move_to_end(i)
+                value = self._values[i]
+                if value is not None:
+                    found[i] = value
+        if not missing:
+            return found
+        fresh = read(missing)
+        found.update(fresh)
+        with self._lock:
+            for i in missing:
+                self._values[i] = fresh.get(i)
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
+        return found
+
+    def __contains__(self, note_id: str) -> bool:
+        with self._lock:
+            return note_id in self._values
+
+    def drop(self, ids: Iterable[str]) -> None:
+        with self._lock:
+            for i in ids:
+                self._values.pop(i, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
 class Graphs:
-    """The graphs of the scopes this process has touched, refreshed as the module docstring says."""
+    """The graphs of the scopes this process has touched, refreshed as the module docstring says, and
+    the notes and vectors read by id (`notes`, `vectors`)."""
 
     def __init__(self, version: Callable[[], int], read: Callable[[str], tuple[int, list[Event]]]) -> None:
         self._version = version  # the events table's latest version
         self._read = read  # a scope's events, with the version they were read at
         self._graphs: dict[str, ScopeGraph] = {}
         self._lock = threading.Lock()
+        self.notes: Kept[Note] = Kept()
+        self.vectors: Kept[np.ndarray] = Kept()
 
     def get(self, scope: str) -> ScopeGraph:
         with self._lock:
@@ -90,6 +154,7 @@ class Graphs:
         version, events = self._read(scope)
         fresh = ScopeGraph(scope, version)
         fresh.add(events)
+        self._let_go(events)
         with self._lock:
             current = self._graphs.get(scope)
             if current is None or current.version <= version:
@@ -105,8 +170,16 @@ class Graphs:
                     if graph.scope == scope:
                         graph.add(events)
             # a graph at an older version stays as it is: its next `get` reads the scope again
+        self._let_go(events)
+
+    def _let_go(self, events: Iterable[Event]) -> None:
+        forgotten = [e.dst for e in events if e.kind is EventKind.FORGETS]
+        self.notes.drop(forgotten)
+        self.vectors.drop(forgotten)
 
     def forget(self) -> None:
-        """Drop every graph (after a delete): the next call of each scope reads it again."""
+        """Drop every graph and kept note (after a delete): the next call of each scope reads it again."""
         with self._lock:
             self._graphs.clear()
+        self.notes.clear()
+        self.vectors.clear()

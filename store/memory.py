@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Concatenate, ParamSpec, TypeVar
 
+import numpy as np
+
 from . import browse, recall, transfer
 from .chains import build_chain, event_view, note_view
 from .embedder import Embedder, SentenceTransformerEmbedder
@@ -462,8 +464,11 @@ class Memory:
         def load(entries: Sequence[Note], at: datetime) -> Fold:
             return self._load(scope, at, [*entries, *also])
 
+        def vectors(ids: Iterable[str]) -> Mapping[str, np.ndarray]:
+            return self.graphs.vectors.get(ids, self.tables.vectors)
+
         return recall.run(
-            self.tables, self.embedder, load, query, scope, now=self.clock(), as_of=_utc(as_of),
+            self.tables, self.embedder, load, vectors, query, scope, now=self.clock(), as_of=_utc(as_of),
             budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
 
@@ -473,7 +478,7 @@ class Memory:
         graph = self.graphs.get(scope)
         known = {n.id: n for n in around}
         reached = graph.reachable(known)
-        notes = self.tables.notes(reached - known.keys())
+        notes = self.graphs.notes.get(reached - known.keys(), self.tables.notes)
         return fold([*notes.values(), *known.values()], graph.around(reached), at)
 
     def _write(

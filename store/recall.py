@@ -16,8 +16,9 @@ What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
   `recall_chains` did rather than a second opinion of it.
 
 `run` takes a `load` that folds the chains and prerequisites reachable from the entry notes (the
-caller's lifecycle graph, see graph.py): recall reads notes through search and by id, never a
-scope's whole history.
+caller's lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id:
+recall reads notes through search and by id (or from what the caller kept), never a scope's whole
+history.
 
 Stages:
 1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
@@ -53,7 +54,8 @@ README, "The one parameter chosen on these benchmarks".
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -194,6 +196,7 @@ def run(
     tables: Tables,
     embedder: Embedder,
     load: Callable[[Sequence[Note], datetime], Fold],
+    vectors: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
     query: str,
     scope: str,
     *,
@@ -227,8 +230,8 @@ def run(
     trace.chains = dependents_first(trace.chains)
     # the heads' stored embeddings, read once here rather than with every search hit (on an object
     # store, reading a row's vector is about a request each)
-    vectors = tables.vectors(h.id for c in trace.chains for h in c.heads)
-    kept, trace.duplicates = drop_duplicates(trace.chains, vectors, settings.duplicate_similarity)
+    head_vectors = vectors(h.id for c in trace.chains for h in c.heads)
+    kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
     omitted += [
         Omitted(
@@ -255,14 +258,16 @@ def dependents_first(chains: Sequence[Chain]) -> list[Chain]:
     the query asks about). Delivered on its own first, it would leave its dependant to fight for
     the rest of the budget; lifted to its rank, the dependant brings it along as a prerequisite.
     """
+    head_of = {h.id: c.chain_id for c in chains for h in c.heads}
+    needs = {c.chain_id: {head_of[p.id] for p in c.prerequisites if p.id in head_of} for c in chains}
     ordered: list[Chain] = []
     taken: set[str] = set()
     for position, chain in enumerate(chains):
         if chain.chain_id in taken:
             continue
-        waiting = [c for c in chains[position + 1 :] if c.chain_id not in taken and _needs(c, chain)]
+        waiting = [c for c in chains[position + 1 :] if c.chain_id not in taken and chain.chain_id in needs[c.chain_id]]
         while waiting:  # the most dependent first: nothing still waiting needs it
-            free = [c for c in waiting if not any(_needs(o, c) for o in waiting if o is not c)]
+            free = [c for c in waiting if not any(c.chain_id in needs[o.chain_id] for o in waiting if o is not c)]
             first = (free or waiting)[0]  # `or`: notes that depend on each other in a cycle
             waiting.remove(first)
             assert first.entry is not None and chain.entry is not None
@@ -275,25 +280,26 @@ def dependents_first(chains: Sequence[Chain]) -> list[Chain]:
     return ordered
 
 
-def _needs(chain: Chain, other: Chain) -> bool:
-    return bool({h.id for h in other.heads} & {p.id for p in chain.prerequisites})
-
-
 _NUMBER = re.compile(r"\w*\d\w*")
 
 
 def drop_duplicates(
-    chains: Sequence[Chain], vectors: Mapping[str, Sequence[float]], threshold: float
+    chains: Sequence[Chain], vectors: Mapping[str, np.ndarray], threshold: float
 ) -> tuple[list[Chain], dict[str, Duplicate]]:
     """Drop each chain that only repeats a better one (see the module docstring, stage 4)."""
-    heads = _Heads(vectors)
+    heads = _Heads(vectors, [h.id for c in chains for h in c.heads], threshold)
     kept: list[Chain] = []
+    holding: dict[str, list[int]] = defaultdict(list)  # head id → positions in `kept` of the chains it heads
     dropped: dict[str, Duplicate] = {}
     for chain in chains:
         repeat = None
         if chain.heads and not chain.history:
-            repeat = next((d for k in kept if (d := _repeats(chain, k, heads, threshold))), None)
+            # a chain it repeats has a head close to its first head: only those are compared in full
+            near = sorted({i for other in heads.close(chain.heads[0].id) for i in holding.get(other, ())})
+            repeat = next((d for i in near if (d := _repeats(chain, kept[i], heads, threshold))), None)
         if repeat is None:
+            for head in chain.heads:
+                holding[head.id].append(len(kept))
             kept.append(chain)
         else:
             dropped[chain.chain_id] = repeat
@@ -301,15 +307,29 @@ def drop_duplicates(
 
 
 class _Heads:
-    """Unit vectors and the numbers of the notes compared, each worked out once per recall."""
+    """The cosines between the heads compared, in one product, and their numbers, each worked out once."""
 
-    def __init__(self, vectors: Mapping[str, Sequence[float]]) -> None:
-        self._vectors = vectors
-        self._units: dict[str, np.ndarray] = {}
+    def __init__(self, vectors: Mapping[str, np.ndarray], ids: Sequence[str], threshold: float) -> None:
+        comparable = [i for i in dict.fromkeys(ids) if i in vectors]
+        self._index = {note_id: row for row, note_id in enumerate(comparable)}
+        self._ids = comparable
+        rows = [np.asarray(vectors[i], dtype=np.float64) for i in comparable]
+        units = np.stack(rows) if rows else np.zeros((0, 1))
+        norms = np.linalg.norm(units, axis=1, keepdims=True)
+        units = np.divide(units, norms, out=np.zeros_like(units), where=norms > 0)
+        self._cosines = units @ units.T
+        self._close = self._cosines >= threshold
         self._numbers: dict[str, set[str]] = {}
 
     def comparable(self, note: NoteView) -> bool:
-        return note.id in self._vectors
+        return note.id in self._index
+
+    def close(self, note_id: str) -> list[str]:
+        """The other heads at least `threshold` alike to this one."""
+        row = self._index.get(note_id)
+        if row is None:
+            return []
+        return [self._ids[j] for j in np.flatnonzero(self._close[row]) if j != row]
 
     def numbers(self, note: NoteView) -> set[str]:
         if note.id not in self._numbers:
@@ -317,14 +337,7 @@ class _Heads:
         return self._numbers[note.id]
 
     def cosine(self, a: str, b: str) -> float:
-        return float(self._unit(a) @ self._unit(b))
-
-    def _unit(self, note_id: str) -> np.ndarray:
-        if note_id not in self._units:
-            vector = np.asarray(self._vectors[note_id], dtype=np.float64)
-            norm = float(np.linalg.norm(vector))
-            self._units[note_id] = vector / norm if norm else vector
-        return self._units[note_id]
+        return float(self._cosines[self._index[a], self._index[b]])
 
 
 def _repeats(chain: Chain, better: Chain, heads: _Heads, threshold: float) -> Duplicate | None:

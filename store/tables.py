@@ -34,6 +34,7 @@ from functools import partial
 from types import UnionType
 from typing import TYPE_CHECKING, Any, TypeVar, Union, get_args, get_origin
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from filelock import FileLock, Timeout
@@ -291,6 +292,7 @@ class Tables:
         self._lease = Lease(self._open_or_create) if remote else None
         self._compact_at = COMPACT_AT_FRAGMENTS_REMOTE if remote else COMPACT_AT_FRAGMENTS
         self._check_every = UPKEEP_CHECK_EVERY_REMOTE if remote else UPKEEP_CHECK_EVERY
+        self._model: tuple[str, int] | None = None  # stored_model(), once the notes table exists
         self._indexed = False  # whether this process has made sure the notes table's indexes exist
         self._vector_indexed = False
         self._vector_index_checked = -SCOPE_SIZE_TTL  # time.monotonic() of the last look
@@ -350,13 +352,15 @@ class Tables:
         return self._events
 
     def stored_model(self) -> tuple[str, int] | None:
-        """(model name, dimension) the notes table was built with; None for an empty store."""
-        table = self.notes_table()
-        if table is None:
-            return None
-        schema = table.schema
-        name = (schema.metadata or {}).get(MODEL_KEY, b"?").decode()
-        return name, schema.field("vector").type.list_size
+        """(model name, dimension) the notes table was built with; None for an empty store. Read once:
+        a table's model never changes (reading a table's schema takes a few milliseconds)."""
+        if self._model is None:
+            table = self.notes_table()
+            if table is None:
+                return None
+            schema = table.schema
+            self._model = (schema.metadata or {}).get(MODEL_KEY, b"?").decode(), schema.field("vector").type.list_size
+        return self._model
 
     def check_model(self, model: str, dimension: int | None = None) -> None:
         stored = self.stored_model()
@@ -538,16 +542,22 @@ class Tables:
         rows = self._read(lambda: query.to_arrow().to_pylist())
         return {row["id"]: _note_from_row(row) for row in _first_of_each_id(rows)}
 
-    def vectors(self, ids: Iterable[str]) -> dict[str, list[float]]:
-        """Stored embeddings of these notes, for those the model could read."""
+    def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """Stored embeddings of these notes (float32 arrays), for those the model could read."""
         ids = list(dict.fromkeys(ids))
         table = self.notes_table()
         if not ids or table is None:
             return {}
         clause = where.all_of(where.id_in(ids), where.model_could_read())
         query = table.search().where(clause).select(["id", "vector"]).limit(None)
-        rows = self._read(lambda: query.to_arrow().to_pylist())
-        return {row["id"]: row["vector"] for row in _first_of_each_id(rows)}
+        rows: pa.Table = self._read(query.to_arrow)
+        if not rows.num_rows:
+            return {}
+        matrix = rows["vector"].combine_chunks().flatten().to_numpy().astype(np.float32).reshape(rows.num_rows, -1)
+        found: dict[str, np.ndarray] = {}
+        for row, note_id in enumerate(rows["id"].to_pylist()):
+            found.setdefault(note_id, matrix[row])  # the first row of each id
+        return found
 
     def events_version(self) -> int:
         return int(self._read(lambda: self.events_table().version))

@@ -290,3 +290,40 @@ def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(
     assert all(file.exists() for file in live)
     assert memory.stats()["notes"] == 3
     assert len(memory.recall("how do I drain the node?").chains) == 3
+
+
+def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_forgets_them(
+    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = Memory(db, embedder)
+    base = writer.remember(Draft(text="The billing service runs on the shared Postgres cluster")).note
+    needs = writer.remember(
+        Draft(text="Invoices are retried nightly by the billing cron job"), depends_on=[base.id]
+    ).note
+    reader = Memory(db, embedder)
+    read: list[str] = []
+    real_notes, real_vectors = reader.tables.notes, reader.tables.vectors
+
+    def notes(ids: Any) -> Any:
+        ids = list(ids)
+        read.extend(ids)
+        return real_notes(ids)
+
+    def vectors(ids: Any) -> Any:
+        ids = list(ids)
+        read.extend(ids)
+        return real_vectors(ids)
+
+    monkeypatch.setattr(reader.tables, "notes", notes)
+    monkeypatch.setattr(reader.tables, "vectors", vectors)
+    query = "when are invoices retried?"
+    first = reader.recall(query).chains
+    assert base.id in read and [p.id for p in first[0].prerequisites] == [base.id]  # read by id: not a hit
+    read.clear()
+    again = reader.recall(query).chains
+    assert again == first and read == []  # the prerequisite and the heads' vectors were kept
+    assert base.id in reader.graphs.notes and needs.id in reader.graphs.vectors
+    writer.forget(base.id, reason="wrong cluster, and it names an internal host")
+    after = reader.recall(query).chains
+    assert [h.id for c in after for h in c.heads] == [needs.id] and after[0].prerequisites == []
+    assert base.id not in reader.graphs.notes and needs.id in reader.graphs.vectors  # only it let go

@@ -90,8 +90,16 @@ READ_RETRIES = 3
 # the index's 8-bit ones). All chosen by measurement (README, "Measured": recall@20 against exact
 # search, and latency).
 VECTOR_INDEX_AT = 10_000
+VECTOR_INDEX = "vector_idx"  # LanceDB's name for it
 VECTOR_PROBES = 50
 VECTOR_REFINE = 2
+# Lance's index upkeep adds each compaction's new rows as a segment of their own (searched apart) and
+# keeps the partitions it was trained with; a default merge re-derives them from 8,192 rows a partition
+# (a 100k-note store had 17 segments of 5 partitions: every search scanned all of it). So the index is
+# made with a partition size, its segments are merged past VECTOR_SEGMENTS, and it is trained again
+# once the table has grown to VECTOR_RETRAIN_GROWTH times the rows it was trained on.
+VECTOR_SEGMENTS = 4
+VECTOR_RETRAIN_GROWTH = 4
 # How long a count of a scope's notes (or the absence of a vector index) is trusted.
 SCOPE_SIZE_TTL = 30.0
 # Compact once this many rows of a table are outside its indexes (searched without them).
@@ -733,7 +741,8 @@ class Tables:
     def _tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
         """One table's upkeep, on its latest version: its missing indexes (not while erasing: a `forget`
         does not wait for a vector index to be built), then compaction (erasing: of every file that
-        holds a deleted row), the indexes brought up to date, and the cleanup."""
+        holds a deleted row), the indexes brought up to date (the vector index's segments merged), and
+        the cleanup."""
         table.checkout_latest()
         if not erasing:
             self.ensure_indexes(table)
@@ -745,21 +754,42 @@ class Tables:
             materialize_deletions_threshold=0.0 if erasing else None,  # None: Lance's own (10 % deleted)
         )
         dataset.optimize.optimize_indices()
+        if name == NOTES and not erasing:
+            table.checkout_latest()
+            self._merge_vector_segments(self._dataset(table), table)
         self._clean(self._dataset(table), keep_versions_for)
 
+    def _vector_index_due(self, table: Table) -> bool:
+        """Whether the vectors need an index made, or made again (VECTOR_RETRAIN_GROWTH)."""
+        rows = table.count_rows()
+        if rows < VECTOR_INDEX_AT:
+            return False
+        shape = self._vector_index_shape(table)
+        return shape is None or rows >= VECTOR_RETRAIN_GROWTH * shape[0] ** 2
+
     @staticmethod
-    def _vector_index_due(table: Table) -> bool:
-        return table.count_rows() >= VECTOR_INDEX_AT and not any(i.columns == ["vector"] for i in table.list_indices())
+    def _vector_index_shape(table: Table) -> tuple[int, int] | None:
+        """The vector index's (partitions, segments); None while there is none."""
+        if not any(i.columns == ["vector"] for i in table.list_indices()):
+            return None
+        stats = table.to_lance().stats.index_stats(VECTOR_INDEX)
+        return min(s["num_partitions"] for s in stats["segments"]), len(stats["segments"])
 
     def _ensure_vector_index(self, table: Table) -> None:
         """Index the vectors once the table is big enough for an index to pay (below, search is exact;
-        rows added after the index are searched exactly until the next compaction indexes them)."""
+        rows added after the index are searched exactly until the next compaction indexes them), with
+        about √rows partitions of √rows rows each; again once it has outgrown them."""
         if not self._vector_index_due(table):
             return
         from lancedb.index import IvfSq
 
-        partitions = max(1, math.isqrt(table.count_rows()))
-        table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=partitions))
+        size = max(1, math.isqrt(table.count_rows()))
+        table.create_index("vector", config=IvfSq(distance_type="cosine", target_partition_size=size), replace=True)
+
+    def _merge_vector_segments(self, dataset: LanceDataset, table: Table) -> None:
+        shape = self._vector_index_shape(table)
+        if shape is not None and shape[1] > VECTOR_SEGMENTS:
+            dataset.optimize.optimize_indices(index_names=[VECTOR_INDEX], num_indices_to_merge=shape[1])
 
     def _clean(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
         """Delete the versions older than `keep_versions_for` or than the newest KEEP_VERSIONS, then

@@ -161,6 +161,34 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     assert {h.note.scope for h in memory.tables.vector_search(vector, "small", None, 20)} == {"small"}
 
 
+def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_the_table_grows(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100)
+    topics = ["the release train", "the staging cluster", "the billing export", "the VPN gateway", "the docs site"]
+
+    def grow(start: int, count: int) -> tuple[int, int]:
+        drafts = [Draft(text=f"Note {i}: host {i} serves {topics[i % 5]}") for i in range(start, start + count)]
+        memory.import_notes(drafts, scope="s")
+        assert memory.tables.compact()
+        notes = memory.tables.notes_table()
+        assert notes is not None
+        shape = memory.tables._vector_index_shape(notes)
+        assert shape is not None
+        return shape
+
+    shapes = [grow(0, 100)]
+    assert 8 <= shapes[0][0] <= 12 and shapes[0][1] == 1  # about √100 (Lance's own default would make 1)
+    for step in range(6):  # each compaction indexes its new rows as a segment of their own; merged past a few
+        shapes.append(grow(100 + 20 * step, 20))
+    assert all(segments <= tables.VECTOR_SEGMENTS for _, segments in shapes)
+    assert max(segments for _, segments in shapes) > 1 and min(partitions for partitions, _ in shapes) >= 8
+    grown, segments = grow(220, 200)  # 420 rows: four times what it was trained on; trained again, or split
+    assert 16 <= grown <= 41 and segments == 1  # by Lance past its partition size: about √420, within 2×
+    vector = memory.embedder.embed(["which host serves the billing export?"])[0]
+    assert all(h.note.scope == "s" for h in memory.tables.vector_search(vector, "s", None, 20))
+
+
 TIMES = st.datetimes(datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59), timezones=st.just(UTC))
 TEXTS = st.text(max_size=20)
 

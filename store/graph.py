@@ -89,9 +89,11 @@ class ScopeGraph:
 
 
 class Kept(Generic[V]):
-    """Values read by note id, the most recently used `size` of them (None: the store has none)."""
+    """Values read by note id, the most recently used `size` of them. With `absent_too`, also the ids
+    the store had none for (None), so they are not asked again: only where that cannot change."""
 
-    def __init__(self, size: int = NOTES_KEPT) -> None:
+    def __init__(self, absent_too: bool, size: int = NOTES_KEPT) -> None:
+        self._absent_too = absent_too
         self._size = size
         self._values: OrderedDict[str, V | None] = OrderedDict()
         self._lock = threading.Lock()
@@ -115,7 +117,8 @@ class Kept(Generic[V]):
         found.update(fresh)
         with self._lock:
             for i in missing:
-                self._values[i] = fresh.get(i)
+                if i in fresh or self._absent_too:
+                    self._values[i] = fresh.get(i)
             while len(self._values) > self._size:
                 self._values.popitem(last=False)
         return found
@@ -143,8 +146,10 @@ class Graphs:
         self._read = read  # a scope's events, with the version they were read at
         self._graphs: dict[str, ScopeGraph] = {}
         self._lock = threading.Lock()
-        self.notes: Kept[Note] = Kept()
-        self.vectors: Kept[np.ndarray] = Kept()
+        # A note a graph names may not be stored yet (its edges land first: module docstring): asked again.
+        self.notes: Kept[Note] = Kept(absent_too=False)
+        # Vectors are asked for notes already read: one that has none is one the model could not read.
+        self.vectors: Kept[np.ndarray] = Kept(absent_too=True)
 
     def get(self, scope: str) -> ScopeGraph:
         with self._lock:

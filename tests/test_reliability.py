@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder, tables
-from corrigenda.store.model import NoteState
+from corrigenda.store.model import EventKind, NoteState
 from corrigenda.store.tables import EVENTS, NOTES, Tables
 from lancedb.table import LanceTable
 
@@ -327,3 +327,17 @@ def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_
     after = reader.recall(query).chains
     assert [h.id for c in after for h in c.heads] == [needs.id] and after[0].prerequisites == []
     assert base.id not in reader.graphs.notes and needs.id in reader.graphs.vectors  # only it let go
+
+
+def test_a_correction_read_between_its_two_appends_shows_once_its_note_lands(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    writer, reader = Memory(db, embedder), Memory(db, embedder)
+    old = writer.remember(Draft(text="The service listens on port 8080")).note
+    new = writer._new_note(Draft(text="The service listens on port 9090"), old.scope, None, writer.clock())
+    edge = writer._event(EventKind.SUPERSEDES, new.id, old.id, old.scope, "moved", None, new.recorded_at)
+    writer.tables.add_events([edge])  # the correction's first append: its edge
+    assert reader.history(old.id).chain.heads[0].id == old.id  # the edge names no stored note yet
+    writer.tables.add_notes([(new, embedder.embed([new.text])[0], True)], embedder.name)  # its commit point
+    chain = reader.history(old.id).chain  # the reader asked for the new note by id before: it asks again
+    assert [h.id for h in chain.heads] == [new.id] and [h.note.id for h in chain.history] == [old.id]

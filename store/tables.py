@@ -710,7 +710,7 @@ class Tables:
             stats = table.index_stats("id_idx")
             if stats is not None and stats.num_unindexed_rows >= REINDEX_AT:
                 return True
-            if name == NOTES and self._vector_index_due(table):
+            if name == NOTES and self._vector_index_due(table):  # (outgrown partitions wait for a compaction)
                 return True
         return False
 
@@ -741,8 +741,8 @@ class Tables:
     def _tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
         """One table's upkeep, on its latest version: its missing indexes (not while erasing: a `forget`
         does not wait for a vector index to be built), then compaction (erasing: of every file that
-        holds a deleted row), the indexes brought up to date (the vector index's segments merged), and
-        the cleanup."""
+        holds a deleted row), the indexes brought up to date (the vector index reshaped), and the
+        cleanup."""
         table.checkout_latest()
         if not erasing:
             self.ensure_indexes(table)
@@ -755,17 +755,23 @@ class Tables:
         )
         dataset.optimize.optimize_indices()
         if name == NOTES and not erasing:
-            table.checkout_latest()
-            self._merge_vector_segments(self._dataset(table), table)
+            self._reshape_vector_index(table)
         self._clean(self._dataset(table), keep_versions_for)
 
-    def _vector_index_due(self, table: Table) -> bool:
-        """Whether the vectors need an index made, or made again (VECTOR_RETRAIN_GROWTH)."""
-        rows = table.count_rows()
-        if rows < VECTOR_INDEX_AT:
-            return False
-        shape = self._vector_index_shape(table)
-        return shape is None or rows >= VECTOR_RETRAIN_GROWTH * shape[0] ** 2
+    @staticmethod
+    def _vector_index_due(table: Table) -> bool:
+        return table.count_rows() >= VECTOR_INDEX_AT and not any(i.columns == ["vector"] for i in table.list_indices())
+
+    def _ensure_vector_index(self, table: Table, again: bool = False) -> None:
+        """Index the vectors once the table is big enough for an index to pay (below, search is exact;
+        rows added after the index are searched exactly until the next compaction indexes them), with
+        about √rows partitions of √rows rows each; `again`: train it anew."""
+        if not again and not self._vector_index_due(table):
+            return
+        from lancedb.index import IvfSq
+
+        size = max(1, math.isqrt(table.count_rows()))
+        table.create_index("vector", config=IvfSq(distance_type="cosine", target_partition_size=size), replace=True)
 
     @staticmethod
     def _vector_index_shape(table: Table) -> tuple[int, int] | None:
@@ -775,21 +781,18 @@ class Tables:
         stats = table.to_lance().stats.index_stats(VECTOR_INDEX)
         return min(s["num_partitions"] for s in stats["segments"]), len(stats["segments"])
 
-    def _ensure_vector_index(self, table: Table) -> None:
-        """Index the vectors once the table is big enough for an index to pay (below, search is exact;
-        rows added after the index are searched exactly until the next compaction indexes them), with
-        about √rows partitions of √rows rows each; again once it has outgrown them."""
-        if not self._vector_index_due(table):
-            return
-        from lancedb.index import IvfSq
-
-        size = max(1, math.isqrt(table.count_rows()))
-        table.create_index("vector", config=IvfSq(distance_type="cosine", target_partition_size=size), replace=True)
-
-    def _merge_vector_segments(self, dataset: LanceDataset, table: Table) -> None:
+    def _reshape_vector_index(self, table: Table) -> None:
+        """After compaction (which adds a segment): train the index anew once the table has outgrown its
+        partitions (VECTOR_RETRAIN_GROWTH), or else merge its segments past VECTOR_SEGMENTS."""
+        table.checkout_latest()
         shape = self._vector_index_shape(table)
-        if shape is not None and shape[1] > VECTOR_SEGMENTS:
-            dataset.optimize.optimize_indices(index_names=[VECTOR_INDEX], num_indices_to_merge=shape[1])
+        if shape is None:
+            return
+        partitions, segments = shape
+        if table.count_rows() >= VECTOR_RETRAIN_GROWTH * partitions**2:
+            self._ensure_vector_index(table, again=True)
+        elif segments > VECTOR_SEGMENTS:
+            self._dataset(table).optimize.optimize_indices(index_names=[VECTOR_INDEX], num_indices_to_merge=segments)
 
     def _clean(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
         """Delete the versions older than `keep_versions_for` or than the newest KEEP_VERSIONS, then

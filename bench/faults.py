@@ -947,11 +947,12 @@ class Server:
 
 @asynccontextmanager
 async def started_servers(
-    db: str, count: int, transport: str, env: Mapping[str, str], logs: Path
+    db: str, count: int, transport: str, env: Mapping[str, str], logs: Path, closing_errors: list[str]
 ) -> AsyncIterator[list[Server]]:
     """`count` real server processes on one store, each with its own connected client (HTTP servers log
-    to `logs`)."""
-    from mcp import Client
+    to `logs`). A client that fails as it closes (its server broke under it: a store without conditional
+    writes can leave a server unable to open a table) is added to `closing_errors`, not raised: the
+    phase's checks still run."""
     from mcp.client.stdio import StdioServerParameters
 
     async with AsyncExitStack() as stack:
@@ -962,8 +963,23 @@ async def started_servers(
                 target: Any = StdioServerParameters(command=CORRIGENDA, args=args, env={**SERVER_ENV, **env})
             else:
                 target = stack.enter_context(http_server(args, {**SERVER_ENV, **env}, logs))
-            servers.append(Server(k, await stack.enter_async_context(Client(target))))
+            servers.append(Server(k, await stack.enter_async_context(connected(target, k, closing_errors))))
         yield servers
+
+
+@asynccontextmanager
+async def connected(target: Any, k: int, closing_errors: list[str]) -> AsyncIterator[Client]:
+    from mcp import Client
+
+    client = Client(target)
+    await client.__aenter__()
+    try:
+        yield client
+    finally:
+        try:
+            await client.__aexit__(None, None, None)
+        except Exception as exc:
+            closing_errors.append(f"server {k}'s client failed as it closed: {exc!r}"[:300])
 
 
 @contextmanager
@@ -1057,11 +1073,12 @@ def servers_phase(
     pools = Pools()
     result = PhaseResult(f"{servers} servers x {writes} writes ({transport})")
     per_server: list[Server] = []
+    closing_errors: list[str] = []
 
     async def run() -> None:
         logs = root / "servers"
         logs.mkdir(parents=True, exist_ok=True)
-        async with started_servers(db, servers, transport, env or {}, logs) as running:
+        async with started_servers(db, servers, transport, env or {}, logs, closing_errors) as running:
             per_server.extend(running)
             for server in running:  # each loads its model before the first timed write
                 await call_tool(server.client, "recall_chains", {"query": QUERY})
@@ -1073,6 +1090,7 @@ def servers_phase(
                     group.start_soon(drive_server, server, others, writes, rng, pools, ledger, result)
 
     anyio.run(run)
+    result.extra["client_closing_errors"] = closing_errors
     result.extra["writes_seconds"] = round(time.perf_counter() - started, 1)
     result.extra["write_latency_ms"] = latency_summary(per_server)
     progress(f"servers: {result.acknowledged} writes acknowledged in {result.extra['writes_seconds']} s; checking")

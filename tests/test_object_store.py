@@ -240,7 +240,10 @@ def test_three_http_servers_on_one_bucket_lose_nothing(
     refused_before = s3.gate.refused_writes
     result = _three_servers(s3, f"s3://{BUCKET}/three", tmp_path, embedder, monkeypatch)
     problems = result.summary()["problems"]
-    assert result.clean() and not result.failed, problems
+    assert result.clean() and not result.failed and not result.extra["client_closing_errors"], (
+        problems,
+        result.extra["client_closing_errors"],
+    )
     ops = result.acknowledged_by_op
     assert set(ops) >= {"remember", "correct", "revoke", "link", "forget"}, ops
     assert result.acknowledged + result.refused == 3 * SERVER_WRITES
@@ -255,8 +258,9 @@ def test_the_negative_control_three_servers_lose_writes_on_a_bucket_that_ignores
 ) -> None:
     """The test above could catch a lost write: the same run, on a bucket that drops If-None-Match (as
     a store without conditional writes would), loses acknowledged writes, and its checks say so."""
-    # commits held 0.3 s, so that an overwrite often lands after the writer's read-back (local_s3.py)
-    with _local_s3("corrigenda-lossy", honour_conditional_writes=False, commit_delay=0.3) as lossy:
+    # commits held 1 s, so that most commits race and an overwrite lands after the writer's read-back
+    # (local_s3.py); held 0.3 s, one CI run in several lost nothing
+    with _local_s3("corrigenda-lossy", honour_conditional_writes=False, commit_delay=1.0) as lossy:
         result = _three_servers(lossy, "s3://corrigenda-lossy/three", tmp_path, embedder, monkeypatch)
     assert lossy.gate.conditional_writes == 0  # nothing was guarded
     assert result.lost, f"nothing lost on a bucket without conditional writes: {result.summary()}"

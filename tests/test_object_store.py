@@ -258,8 +258,8 @@ def test_the_negative_control_three_servers_lose_writes_on_a_bucket_that_ignores
 ) -> None:
     """The test above could catch a lost write: the same run, on a bucket that drops If-None-Match (as
     a store without conditional writes would), loses acknowledged writes, and its checks say so."""
-    # commits held 1 s (local_s3.py), so that most commits race and an overwrite lands after the
-    # writer's read-back: more losses to find than at 0.3 s, at about twice the test's time
+    # commits held 1 s (local_s3.py; 0.3 s before), so that more commits overlap and an overwrite can
+    # land after the writer's read-back of its rows
     with _local_s3("corrigenda-lossy", honour_conditional_writes=False, commit_delay=1.0) as lossy:
         result = _three_servers(lossy, "s3://corrigenda-lossy/three", tmp_path, embedder, monkeypatch)
     assert lossy.gate.conditional_writes == 0  # nothing was guarded

@@ -622,7 +622,7 @@ class Tables:
             if now - self._vector_index_checked < SCOPE_SIZE_TTL:
                 return True
             self._vector_index_checked = now
-            self._vector_indexed = any(index.columns == ["vector"] for index in table.list_indices())
+            self._vector_indexed = _has_vector_index(table)
             if not self._vector_indexed:
                 return True
         checked, rows = self._scope_rows.get(scope, (-SCOPE_SIZE_TTL, 0))
@@ -760,7 +760,7 @@ class Tables:
 
     @staticmethod
     def _vector_index_due(table: Table) -> bool:
-        return table.count_rows() >= VECTOR_INDEX_AT and not any(i.columns == ["vector"] for i in table.list_indices())
+        return table.count_rows() >= VECTOR_INDEX_AT and not _has_vector_index(table)
 
     def _ensure_vector_index(self, table: Table, again: bool = False) -> None:
         """Index the vectors once the table is big enough for an index to pay (below, search is exact;
@@ -776,7 +776,7 @@ class Tables:
     @staticmethod
     def _vector_index_shape(table: Table) -> tuple[int, int] | None:
         """The vector index's (partitions, segments); None while there is none."""
-        if not any(i.columns == ["vector"] for i in table.list_indices()):
+        if not _has_vector_index(table):
             return None
         stats = table.to_lance().stats.index_stats(VECTOR_INDEX)
         return min(s["num_partitions"] for s in stats["segments"]), len(stats["segments"])
@@ -820,6 +820,10 @@ class Tables:
         if self._lease is not None:
             return self._lease.held(wait)
         return FileLock(os.path.join(self.uri, ".compact.lock"), timeout=wait)
+
+
+def _has_vector_index(table: Table) -> bool:
+    return any(index.columns == ["vector"] for index in table.list_indices())
 
 
 def _preempted(exc: Exception) -> bool:

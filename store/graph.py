@@ -123,6 +123,15 @@ class Kept(Generic[V]):
                 self._values.popitem(last=False)
         return found
 
+    def put(self, values: Mapping[str, V]) -> None:
+        """Keep values read along with something else."""
+        with self._lock:
+            for i, value in values.items():
+                self._values[i] = value
+                self._values.move_to_end(i)
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
+
     def __contains__(self, note_id: str) -> bool:
         with self._lock:
             return note_id in self._values

@@ -478,8 +478,14 @@ class Memory:
         graph = self.graphs.get(scope)
         known = {n.id: n for n in around}
         reached = graph.reachable(known)
-        notes = self.graphs.notes.get(reached - known.keys(), self.tables.notes)
+        notes = self.graphs.notes.get(reached - known.keys(), self._notes_and_their_vectors)
         return fold([*notes.values(), *known.values()], graph.around(reached), at)
+
+    def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
+        """Notes by id; their vectors, where read along, kept for the next near-duplicate pass."""
+        notes, vectors = self.tables.notes_with_vectors(ids)
+        self.graphs.vectors.put(vectors)
+        return notes
 
     def _write(
         self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float], bool] | None = None

@@ -16,9 +16,9 @@ What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
   `recall_chains` did rather than a second opinion of it.
 
 `run` takes a `load` that folds the chains and prerequisites reachable from the entry notes (the
-caller's lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id:
-recall reads notes through search and by id (or from what the caller kept), never a scope's whole
-history.
+caller's lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id
+(for the heads the searches did not bring them for): recall reads notes through search and by id
+(or from what the caller kept), never a scope's whole history.
 
 Stages:
 1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
@@ -89,6 +89,7 @@ class Candidate:
     text_rank: int | None = None
     score: float = 0.0
     qualified: bool = False
+    vector: np.ndarray | None = None  # its stored embedding, if the search brought it
 
 
 @dataclass(frozen=True)
@@ -157,10 +158,10 @@ def find_candidates(
             vector = embedder.embed([query])[0]
         hits = tables.vector_search(vector, scope, as_of, settings.per_retriever)
         for rank, hit in _ranked(hits, lambda h: (h.similarity, h.note.id)):
-            found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok)
+            found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok, vector=hit.vector)
     text_hits = searching_text.result()
     for rank, text_hit in _ranked(text_hits, lambda h: (h.score, h.note.id)):
-        cand = found.setdefault(text_hit.note.id, Candidate(text_hit.note))
+        cand = found.setdefault(text_hit.note.id, Candidate(text_hit.note, vector=text_hit.vector))
         cand.text_score, cand.text_rank = text_hit.score, rank
     for cand in found.values():
         cand.score = sum(1.0 / (RRF_K + r) for r in (cand.dense_rank, cand.text_rank) if r is not None)
@@ -228,9 +229,10 @@ def run(
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
     trace.chains = dependents_first(trace.chains)
-    # the heads' stored embeddings, read once here rather than with every search hit (on an object
-    # store, reading a row's vector is about a request each)
-    head_vectors = vectors(h.id for c in trace.chains for h in c.heads)
+    # the heads' stored embeddings: those the searches brought, the others read by id (or kept)
+    heads = [h.id for c in trace.chains for h in c.heads]
+    brought = {i: v for i in heads if (c := candidates.get(i)) is not None and (v := c.vector) is not None}
+    head_vectors = {**brought, **vectors(i for i in heads if i not in brought)}
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
     omitted += [

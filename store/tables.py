@@ -243,18 +243,37 @@ class DenseHit:
     note: Note
     similarity: float
     dense_ok: bool
+    vector: np.ndarray | None = None  # its stored embedding, where the search read it (`_vector_column`)
 
 
 @dataclass(frozen=True)
 class TextHit:
     note: Note
     score: float
+    vector: np.ndarray | None = None
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
         seen.setdefault(row["id"], row)
+    return list(seen.values())
+
+
+def _rows_with_vectors(found: pa.Table) -> list[tuple[dict[str, Any], np.ndarray | None]]:
+    """The first row of each id, with its stored embedding if the model could read its text and the
+    read selected it (as a float32 array, not 384 Python floats)."""
+    vectors: list[np.ndarray | None] = [None] * found.num_rows
+    if "vector" in found.column_names:
+        if found.num_rows:
+            column = found["vector"].combine_chunks()
+            matrix = column.flatten().to_numpy().astype(np.float32).reshape(found.num_rows, -1)
+            readable = found["dense_ok"].to_pylist() if "dense_ok" in found.column_names else [True] * len(vectors)
+            vectors = [matrix[i] if ok else None for i, ok in enumerate(readable)]
+        found = found.drop_columns(["vector"])
+    seen: dict[str, tuple[dict[str, Any], np.ndarray | None]] = {}
+    for row, vector in zip(found.to_pylist(), vectors, strict=True):
+        seen.setdefault(row["id"], (row, vector))
     return list(seen.values())
 
 
@@ -542,13 +561,22 @@ class Tables:
         raise AssertionError("unreachable")
 
     def notes(self, ids: Iterable[str]) -> dict[str, Note]:
+        return self.notes_with_vectors(ids, vectors=False)[0]
+
+    def notes_with_vectors(
+        self, ids: Iterable[str], vectors: bool = True
+    ) -> tuple[dict[str, Note], dict[str, np.ndarray]]:
+        """Notes by id and, where reading them along costs little (`_vector_column`), the stored
+        embeddings of those the model could read."""
         ids = list(dict.fromkeys(ids))
         table = self.notes_table()
         if not ids or table is None:
-            return {}
-        query = table.search().where(where.id_in(ids)).select(_NOTE_COLUMNS).limit(None)
-        rows = self._read(lambda: query.to_arrow().to_pylist())
-        return {row["id"]: _note_from_row(row) for row in _first_of_each_id(rows)}
+            return {}, {}
+        columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
+        query = table.search().where(where.id_in(ids)).select(columns).limit(None)
+        rows = _rows_with_vectors(self._read(query.to_arrow))
+        notes = {row["id"]: _note_from_row(row) for row, _ in rows}
+        return notes, {row["id"]: vector for row, vector in rows if vector is not None}
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """Stored embeddings of these notes (float32 arrays), for those the model could read."""
@@ -557,15 +585,9 @@ class Tables:
         if not ids or table is None:
             return {}
         clause = where.all_of(where.id_in(ids), where.model_could_read())
-        query = table.search().where(clause).select(["id", "vector"]).limit(None)
-        rows: pa.Table = self._read(query.to_arrow)
-        if not rows.num_rows:
-            return {}
-        matrix = rows["vector"].combine_chunks().flatten().to_numpy().astype(np.float32).reshape(rows.num_rows, -1)
-        found: dict[str, np.ndarray] = {}
-        for row, note_id in enumerate(rows["id"].to_pylist()):
-            found.setdefault(note_id, matrix[row])  # the first row of each id
-        return found
+        query = table.search().where(clause).select(["id", "dense_ok", "vector"]).limit(None)
+        rows = _rows_with_vectors(self._read(query.to_arrow))
+        return {row["id"]: vector for row, vector in rows if vector is not None}
 
     def events_version(self) -> int:
         return int(self._read(lambda: self.events_table().version))
@@ -602,7 +624,7 @@ class Tables:
         query = (
             query.distance_type("cosine")
             .where(clause, prefilter=True)
-            .select([*_NOTE_COLUMNS, "dense_ok", "_distance"])
+            .select([*_NOTE_COLUMNS, "dense_ok", "_distance", *self._vector_column])
             .limit(limit)
         )
         if self._searched_exactly(table, scope):
@@ -611,8 +633,15 @@ class Tables:
             query = query.nprobes(VECTOR_PROBES)
         else:  # the full vectors of the candidates re-rank them, so similarities are exact
             query = query.nprobes(VECTOR_PROBES).refine_factor(VECTOR_REFINE)
-        rows = self._read(lambda: query.to_arrow().to_pylist())
-        return [DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"])) for r in _first_of_each_id(rows)]
+        rows = _rows_with_vectors(self._read(query.to_arrow))
+        return [DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"]), v) for r, v in rows]
+
+    @property
+    def _vector_column(self) -> list[str]:
+        """What searches and reads by id select to bring the rows' vectors along (for recall's
+        near-duplicate pass): in a directory that costs about nothing; on an object store it is about
+        a request a row, so there they are read apart, for the heads alone (`vectors`)."""
+        return [] if self._remote else ["vector"]
 
     def _searched_exactly(self, table: Table, scope: str) -> bool:
         """Whether a scope's vectors are searched without the index: while there is none, and for a
@@ -641,11 +670,11 @@ class Tables:
         search = (
             table.search(MatchQuery(query, "text"), query_type="fts")  # type: ignore[call-arg]
             .where(clause, prefilter=True)
-            .select([*_NOTE_COLUMNS, "_score"])
+            .select([*_NOTE_COLUMNS, "dense_ok", "_score", *self._vector_column])
             .limit(limit)
         )
-        rows = self._read(lambda: search.to_arrow().to_pylist())
-        return [TextHit(_note_from_row(r), float(r["_score"])) for r in _first_of_each_id(rows)]
+        rows = _rows_with_vectors(self._read(search.to_arrow))
+        return [TextHit(_note_from_row(r), float(r["_score"]), v) for r, v in rows]
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()

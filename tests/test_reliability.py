@@ -302,7 +302,7 @@ def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_
     ).note
     reader = Memory(db, embedder)
     read: list[str] = []
-    real_notes, real_vectors = reader.tables.notes, reader.tables.vectors
+    real_notes, real_vectors = reader.tables.notes_with_vectors, reader.tables.vectors
 
     def notes(ids: Any) -> Any:
         ids = list(ids)
@@ -314,19 +314,22 @@ def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_
         read.extend(ids)
         return real_vectors(ids)
 
-    monkeypatch.setattr(reader.tables, "notes", notes)
+    monkeypatch.setattr(reader.tables, "notes_with_vectors", notes)
     monkeypatch.setattr(reader.tables, "vectors", vectors)
     query = "when are invoices retried?"
     first = reader.recall(query).chains
     assert base.id in read and [p.id for p in first[0].prerequisites] == [base.id]  # read by id: not a hit
+    assert needs.id not in read  # a search hit: its note and vector came with the search
     read.clear()
     again = reader.recall(query).chains
-    assert again == first and read == []  # the prerequisite and the heads' vectors were kept
-    assert base.id in reader.graphs.notes and needs.id in reader.graphs.vectors
+    assert again == first and read == []  # the prerequisite was kept, with the vector read along
+    assert base.id in reader.graphs.notes and base.id in reader.graphs.vectors
+    reader.graphs.notes.put({needs.id: needs})  # as a call that read it by id would have
     writer.forget(base.id, reason="wrong cluster, and it names an internal host")
     after = reader.recall(query).chains
     assert [h.id for c in after for h in c.heads] == [needs.id] and after[0].prerequisites == []
-    assert base.id not in reader.graphs.notes and needs.id in reader.graphs.vectors  # only it let go
+    assert base.id not in reader.graphs.notes and base.id not in reader.graphs.vectors
+    assert needs.id in reader.graphs.notes  # only the forgotten note let go
 
 
 def test_a_correction_read_between_its_two_appends_shows_once_its_note_lands(

@@ -5,6 +5,7 @@ Each write is checked in full before anything is stored, so a refused call chang
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -48,6 +49,10 @@ from .where import check_scope
 log = logging.getLogger(__name__)
 
 SIMILAR_SHOWN = 5
+# A remember's similar-notes search takes this many hits from each retriever (a recall takes
+# `per_retriever`, 40): enough for SIMILAR_SHOWN current ones and for the note's identical twin, which
+# is its closest match densely and by words; each hit is a row read and its chain folded.
+SIMILAR_SEARCHED = 2 * SIMILAR_SHOWN
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
 CORRECTION_KEEPS = ("kind", "subject", "tags")
 
@@ -146,8 +151,9 @@ class Memory:
                 raise InvalidArgument(field, "lists a note more than once")
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         vector = self.embedder.embed([note.text])[0]
+        searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
         candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, note.text, note.scope, None, self.settings, vector
+            self.tables, self.embedder, note.text, note.scope, None, searched, vector
         )
         similar_to = [c for c in candidates.values() if c.qualified]
         identical = [c.note for c in candidates.values() if c.note.text == note.text]

@@ -223,6 +223,7 @@ class Memory:
         replaced it, and the error names that one (README, "Guard rails").
         """
         reason = self._reason(reason)
+        check_fields(draft)  # before the model sees its text
         embedding = _EMBEDDING.submit(self._embed_one, draft.text)  # while the old note and its chain are read
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:

@@ -10,7 +10,6 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -49,8 +48,6 @@ from .where import check_scope
 
 log = logging.getLogger(__name__)
 
-# Embeds a correction's text while the call reads what it corrects.
-_EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="corrigenda-embed")
 SIMILAR_SHOWN = 5
 # A remember's similar-notes search takes this many hits from each retriever (a recall takes
 # `per_retriever`, 40): enough for SIMILAR_SHOWN current ones and for the note's identical twin, which
@@ -153,13 +150,11 @@ class Memory:
             if len(set(targets)) != len(targets):
                 raise InvalidArgument(field, "lists a note more than once")
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
+        vector = self.embedder.embed([note.text])[0]
         searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
-        # the note is embedded there, while its full-text search runs
-        candidates, readable, vector = recall.find_candidates(
-            self.tables, self.embedder, note.text, note.scope, None, searched
+        candidates, readable = recall.find_candidates(
+            self.tables, self.embedder, note.text, note.scope, None, searched, vector
         )
-        if vector is None:  # the model cannot read it: stored with the vector it makes all the same
-            vector = self.embedder.embed([note.text])[0]
         similar_to = [c for c in candidates.values() if c.qualified]
         identical = [c.note for c in candidates.values() if c.note.text == note.text]
         before = self._load(scope, now, [*named.values(), *(c.note for c in similar_to), *identical])
@@ -223,8 +218,6 @@ class Memory:
         replaced it, and the error names that one (README, "Guard rails").
         """
         reason = self._reason(reason)
-        check_fields(draft)  # before the model sees its text
-        embedding = _EMBEDDING.submit(self._embed_one, draft.text)  # while the old note and its chain are read
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
@@ -234,6 +227,7 @@ class Memory:
         if depends_on is not None and len(set(depends_on)) != len(depends_on):
             raise InvalidArgument("depends_on", "lists a note more than once")
         named = self._targets(note, {"depends_on": depends_on or ()})
+        vector = self.embedder.embed([note.text])[0]
         before = self._load(old.scope, now, [old, *named.values()])
         if note_id not in before.notes:
             raise NotFound("note", note_id, "note_id")
@@ -244,7 +238,6 @@ class Memory:
         self._exist(before, named, {"depends_on": depends_on})
         edges = [(EventKind.SUPERSEDES, note_id)] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, old.scope, reason, actor, now) for k, t in edges]
-        vector = embedding.result()
         after = self._write(before, events, (note, vector, self.embedder.readable(note.text)))
         return Corrected(
             note=note_view(note, after), supersedes=note_id, event=event_view(events[0], after),
@@ -493,9 +486,6 @@ class Memory:
         reached = graph.reachable(known)
         notes = self.graphs.notes.get(reached - known.keys(), self._notes_and_their_vectors)
         return fold([*notes.values(), *known.values()], graph.around(reached), at)
-
-    def _embed_one(self, text: str) -> list[float]:
-        return self.embedder.embed([text])[0]
 
     def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
         """Notes by id; their vectors, where read along, kept for the next near-duplicate pass."""

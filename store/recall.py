@@ -146,9 +146,8 @@ def find_candidates(
     as_of: datetime | None,
     settings: RetrievalSettings,
     vector: Sequence[float] | None = None,
-) -> tuple[dict[str, Candidate], bool, Sequence[float] | None]:
-    """Dense and full-text hits fused by reciprocal rank, best first; whether dense applied; and the
-    query's embedding (`vector`, or the one made here while the full-text search ran) if it did."""
+) -> tuple[dict[str, Candidate], bool]:
+    """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied."""
     tables.check_model(embedder.name)
     # the full-text search runs while the query is embedded and searched by vector
     searching_text = _SEARCHES.submit(tables.text_search, query, scope, as_of, settings.per_retriever)
@@ -174,7 +173,7 @@ def find_candidates(
         )
         cand.qualified = dense_match or cand.text_rank is not None
     ordered = sorted(found.values(), key=lambda c: (-c.score, c.note.id))
-    return {c.note.id: c for c in ordered}, readable, vector if readable else None
+    return {c.note.id: c for c in ordered}, readable
 
 
 H = TypeVar("H")
@@ -210,7 +209,7 @@ def run(
     settings: RetrievalSettings = RetrievalSettings(),
 ) -> Trace:
     at = as_of or now
-    candidates, readable, _ = find_candidates(tables, embedder, query, scope, as_of, settings)
+    candidates, readable = find_candidates(tables, embedder, query, scope, as_of, settings)
     entries = [c for c in candidates.values() if c.qualified]
     folded = load([c.note for c in entries], at)  # their chains and prerequisites, folded
     trace = Trace(query, scope, at, settings, readable, candidates, folded)

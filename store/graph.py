@@ -119,8 +119,7 @@ class Kept(Generic[V]):
             for i in missing:
                 if i in fresh or self._absent_too:
                     self._values[i] = fresh.get(i)
-            while len(self._values) > self._size:
-                self._values.popitem(last=False)
+            self._evict()
         return found
 
     def put(self, values: Mapping[str, V]) -> None:
@@ -129,8 +128,12 @@ class Kept(Generic[V]):
             for i, value in values.items():
                 self._values[i] = value
                 self._values.move_to_end(i)
-            while len(self._values) > self._size:
-                self._values.popitem(last=False)
+            self._evict()
+
+    def _evict(self) -> None:
+        """Let go of the least recently used past `size` (the caller holds the lock)."""
+        while len(self._values) > self._size:
+            self._values.popitem(last=False)
 
     def __contains__(self, note_id: str) -> bool:
         with self._lock:

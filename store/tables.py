@@ -261,15 +261,14 @@ def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _rows_with_vectors(found: pa.Table) -> list[tuple[dict[str, Any], np.ndarray | None]]:
-    """The first row of each id, with its stored embedding if the model could read its text and the
-    read selected it (as a float32 array, not 384 Python floats)."""
+    """The first row of each id, with its stored embedding if the read selected it (with `dense_ok`)
+    and the model could read its text (as a float32 array, not 384 Python floats)."""
     vectors: list[np.ndarray | None] = [None] * found.num_rows
     if "vector" in found.column_names:
         if found.num_rows:
             column = found["vector"].combine_chunks()
             matrix = column.flatten().to_numpy().astype(np.float32).reshape(found.num_rows, -1)
-            readable = found["dense_ok"].to_pylist() if "dense_ok" in found.column_names else [True] * len(vectors)
-            vectors = [matrix[i] if ok else None for i, ok in enumerate(readable)]
+            vectors = [matrix[i] if ok else None for i, ok in enumerate(found["dense_ok"].to_pylist())]
         found = found.drop_columns(["vector"])
     seen: dict[str, tuple[dict[str, Any], np.ndarray | None]] = {}
     for row, vector in zip(found.to_pylist(), vectors, strict=True):

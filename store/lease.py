@@ -11,8 +11,11 @@ Taking it is an update of its rows where they are free or stale, and Lance commi
 no other commit changed those rows since it read them: of two processes taking it at once, one
 commits, and the other is refused or re-reads and finds it taken. Each then reads the table back at
 its latest version: the lease is the taker's if every row names it (two processes making the table
-at once can leave two rows). Giving it back frees the rows that still name the holder. A holder that
-died leaves it taken until LEASE_FOR has passed.
+at once can leave two rows). A table found empty gets its one row, free, before a take: it is new, or
+another process making it at the same moment committed its creation as an overwrite of it (Lance does
+so), which also refuses an append made meanwhile; so that append is only tried, and the next take looks
+again. Giving it back frees the rows that still name the holder. A holder that died leaves it taken
+until LEASE_FOR has passed.
 """
 
 from __future__ import annotations
@@ -57,10 +60,7 @@ class Lease:
 
     def _lease_table(self) -> Table:
         if self._table is None:
-            table = self._open_table(LEASE, SCHEMA)
-            if table.count_rows() == 0:  # a new table: its one row, free
-                table.add(pa.Table.from_pylist([FREE], schema=SCHEMA))
-            self._table = table
+            self._table = self._open_table(LEASE, SCHEMA)
         return self._table
 
     @contextmanager
@@ -81,8 +81,14 @@ class Lease:
         table = self._lease_table()
         now = datetime.now(UTC)
         taken = {"holder": self.holder, "taken_at_us": where.to_micros(now)}
+        table.checkout_latest()  # the store's connections check only when told (tables.py)
+        if table.count_rows() == 0:  # new, or made again by another process: its one row, free
+            try:
+                table.add(pa.Table.from_pylist([FREE], schema=SCHEMA))
+            except Exception as exc:  # another process made it again meanwhile (module docstring)
+                log.info("seeding the upkeep lease met another process making its table (%s)", exc)
+                return False
         try:
-            table.checkout_latest()  # the store's connections check only when told (tables.py)
             table.update(where=where.lease_free(now - LEASE_FOR), values=taken)
         except Exception as exc:  # another process's update of the same rows came first
             log.debug("taking the upkeep lease met another process (%s)", exc)

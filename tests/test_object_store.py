@@ -296,3 +296,23 @@ def test_the_upkeep_lease_is_held_by_one_process_at_a_time_and_a_stale_one_is_ta
         with first.held(wait=0):
             holders = Tables(db)._open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
             assert set(holders) == {first.holder}
+
+
+def test_the_lease_is_taken_when_another_process_made_its_table_again_under_it(db: str) -> None:
+    """A second creation of the lease table by another process, at a new store's first moment, is an
+    overwrite (CI once failed here: the first process's seeding append was refused as incompatible
+    with it, and its write failed): the take looks again and holds the lease."""
+    import lancedb
+
+    tables = Tables(db)
+
+    def opened_then_made_again(name: str, schema: Any) -> Any:
+        table = tables._open_or_create(name, schema)
+        lancedb.connect(db).create_table(name, schema=schema, mode="overwrite")  # the other process
+        return table
+
+    taker = Lease(opened_then_made_again)
+    with taker.held(wait=1):
+        holders = Tables(db)._open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
+        assert holders == [taker.holder]
+    assert Tables(db)._open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist() == [""]

@@ -184,7 +184,10 @@ def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_t
     assert all(segments <= tables.VECTOR_SEGMENTS for _, segments in shapes)
     assert max(segments for _, segments in shapes) > 1 and min(partitions for partitions, _ in shapes) >= 8
     grown, segments = grow(220, 200)  # 420 rows: four times what it was trained on; trained again, or split
-    assert 16 <= grown <= 41 and segments == 1  # by Lance past its partition size: about √420, within twice
+    # by Lance past its partition size: about √420 (20), within three times: Lance's k-means samples at
+    # random and splits partitions past its size, and a CI run got 43 partitions (the failure this
+    # guards against is Lance's own shape, a handful of partitions for the whole table, or one a row)
+    assert 16 <= grown <= 61 and segments == 1
     vector = memory.embedder.embed(["which host serves the billing export?"])[0]
     assert all(h.note.scope == "s" for h in memory.tables.vector_search(vector, "s", None, 20))
 

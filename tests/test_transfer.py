@@ -4,11 +4,13 @@ knowledge-graph memory server's memory.jsonl (made by that server's own code: fi
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder
+from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder, transfer
 from corrigenda.store.model import Event, EventKind, Note
 from corrigenda.store.transfer import _event, _note
 from hypothesis import given
@@ -222,3 +224,53 @@ def test_a_record_reads_back_from_its_export_line_unchanged(note: Note, event: E
     for record, read in ((note, _note), (event, _event)):
         line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False)
         assert read(json.loads(line)) == record
+
+
+class _CountingEmbedder:
+    """The real model, counting its calls, so that a write can wait to see the next batch embedded."""
+
+    def __init__(self, model: SentenceTransformerEmbedder) -> None:
+        self.name = model.name
+        self.model = model
+        self.calls = 0
+        self.changed = threading.Condition()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self.model.embed(texts)
+        with self.changed:
+            self.calls += 1
+            self.changed.notify_all()
+        return vectors
+
+    def readable(self, text: str) -> bool:
+        return self.model.readable(text)
+
+
+def test_an_import_embeds_the_next_batch_while_one_is_written_and_stops_at_a_failed_write(
+    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transfer, "BATCH", 2)
+    counting = _CountingEmbedder(embedder)
+    memory = Memory(db, counting)
+    memory.remember(Draft(text="The store existed before the import"), scope="ops")
+    counting.calls = 0  # from here, one call per batch
+    writes: list[bool] = []  # per write: whether the next batch was embedded while it was under way
+    add_notes = memory.tables.add_notes
+
+    def write(notes: Sequence[tuple[Note, Sequence[float], bool]], model: str) -> int | None:
+        with counting.changed:
+            overlapped = counting.changed.wait_for(lambda: counting.calls >= len(writes) + 2, timeout=10)
+        writes.append(overlapped)
+        if len(writes) == 3:
+            raise OSError("the disk is full")
+        return add_notes(notes, model)
+
+    monkeypatch.setattr(memory.tables, "add_notes", write)
+    drafts = [Draft(text=f"Service {n} listens on port {8000 + n}") for n in range(7)]  # 4 batches: 2, 2, 2, 1
+    with pytest.raises(OSError, match="the disk is full"):
+        memory.import_notes(drafts, scope="ops")
+
+    assert writes == [True, True, True]  # batches 2, 3 and 4 each embedded during the write before
+    stored = sorted(n.text for n in memory.list_notes("ops").notes)
+    assert stored == sorted(["The store existed before the import", *(d.text for d in drafts[:4])])
+    assert counting.calls == 4  # every batch, though the fourth was never written

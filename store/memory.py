@@ -10,6 +10,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -55,6 +56,8 @@ SIMILAR_SHOWN = 5
 SIMILAR_SEARCHED = 2 * SIMILAR_SHOWN
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
 CORRECTION_KEEPS = ("kind", "subject", "tags")
+# Where writes embed their note while they read (Memory._embedding): a thread per call under way.
+_EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-embed")
 
 
 P = ParamSpec("P")
@@ -149,12 +152,13 @@ class Memory:
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
             if len(set(targets)) != len(targets):
                 raise InvalidArgument(field, "lists a note more than once")
+        embedding = self._embedding(note.text)
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
-        vector = self.embedder.embed([note.text])[0]
         searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
         candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, note.text, note.scope, None, searched, vector
+            self.tables, self.embedder, note.text, note.scope, None, searched, embedding.result
         )
+        vector = embedding.result()
         similar_to = [c for c in candidates.values() if c.qualified]
         identical = [c.note for c in candidates.values() if c.note.text == note.text]
         before = self._load(scope, now, [*named.values(), *(c.note for c in similar_to), *identical])
@@ -218,6 +222,8 @@ class Memory:
         replaced it, and the error names that one (README, "Guard rails").
         """
         reason = self._reason(reason)
+        check_fields(draft)
+        embedding = self._embedding(draft.text.strip())  # the note's text, as _new_note makes it
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
@@ -227,7 +233,6 @@ class Memory:
         if depends_on is not None and len(set(depends_on)) != len(depends_on):
             raise InvalidArgument("depends_on", "lists a note more than once")
         named = self._targets(note, {"depends_on": depends_on or ()})
-        vector = self.embedder.embed([note.text])[0]
         before = self._load(old.scope, now, [old, *named.values()])
         if note_id not in before.notes:
             raise NotFound("note", note_id, "note_id")
@@ -238,7 +243,7 @@ class Memory:
         self._exist(before, named, {"depends_on": depends_on})
         edges = [(EventKind.SUPERSEDES, note_id)] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, old.scope, reason, actor, now) for k, t in edges]
-        after = self._write(before, events, (note, vector, self.embedder.readable(note.text)))
+        after = self._write(before, events, (note, embedding.result(), self.embedder.readable(note.text)))
         return Corrected(
             note=note_view(note, after), supersedes=note_id, event=event_view(events[0], after),
             chain=build_chain(after, note_id),
@@ -509,6 +514,11 @@ class Memory:
             self.graphs.appended(events[0].scope, events, version)
         at = max([before.at, *(n.recorded_at for n in new_notes)])
         return fold([*before.notes.values(), *new_notes], [*before.events, *events], at)
+
+    def _embedding(self, text: str) -> Future[list[float]]:
+        """A write's note embedded beside the reads it makes first, which mostly wait on the store:
+        the model keeps to half the cores (embedder.torch_threads)."""
+        return _EMBEDDING.submit(lambda: self.embedder.embed([text])[0])
 
     @staticmethod
     def _current_among(notes: Iterable[Note], before: Fold) -> Note | None:

@@ -145,18 +145,19 @@ def find_candidates(
     scope: str,
     as_of: datetime | None,
     settings: RetrievalSettings,
-    vector: Sequence[float] | None = None,
+    vector: Callable[[], Sequence[float]] | None = None,
 ) -> tuple[dict[str, Candidate], bool]:
-    """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied."""
+    """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied.
+    `vector` gives the query's embedding when the dense search needs it (a remember's note is being
+    embedded while its text is searched); without it the model embeds the query then."""
     tables.check_model(embedder.name)
     # the full-text search runs while the query is embedded and searched by vector
     searching_text = _SEARCHES.submit(tables.text_search, query, scope, as_of, settings.per_retriever)
     readable = embedder.readable(query)
     found: dict[str, Candidate] = {}
     if readable:
-        if vector is None:
-            vector = embedder.embed([query])[0]
-        hits = tables.vector_search(vector, scope, as_of, settings.per_retriever)
+        query_vector = vector() if vector is not None else embedder.embed([query])[0]
+        hits = tables.vector_search(query_vector, scope, as_of, settings.per_retriever)
         for rank, hit in _ranked(hits, lambda h: (h.similarity, h.note.id)):
             found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok, vector=hit.vector)
     text_hits = searching_text.result()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from corrigenda.store import Draft, InvalidArgument, Memory, ModelMismatch, SentenceTransformerEmbedder, tables, where
@@ -87,6 +89,54 @@ def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
     with pytest.raises(InvalidArgument) as refused:
         memory.import_notes([Draft(text="fine"), Draft(text="  ")])
     assert refused.value.field == "text" and memory.stats()["notes"] == 6
+
+
+class _WaitingEmbedder:
+    """The real model, whose embedding of a note waits (10 s at most) for a read to begin: it says
+    whether the write read while its note was being embedded."""
+
+    def __init__(self, model: SentenceTransformerEmbedder) -> None:
+        self.name = model.name
+        self.model = model
+        self.read = threading.Event()
+        self.overlapped: list[bool] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.overlapped.append(self.read.wait(timeout=10))
+        return self.model.embed(texts)
+
+    def readable(self, text: str) -> bool:
+        return self.model.readable(text)
+
+
+def test_a_write_reads_while_its_note_is_embedded(
+    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting = _WaitingEmbedder(embedder)
+    memory = Memory(db, waiting)
+    waiting.read.set()
+    port = memory.remember(Draft(text="The gateway listens on 8080"), scope="ops").note
+    waiting.read.clear()
+    waiting.overlapped.clear()
+
+    def reading(method: Callable[..., object]) -> Callable[..., object]:
+        def read(*args: object, **kwargs: object) -> object:
+            waiting.read.set()
+            return method(*args, **kwargs)
+
+        return read
+
+    # a remember's full-text search for similar notes, a correct's read of the scope's graph
+    monkeypatch.setattr(memory.tables, "text_search", reading(memory.tables.text_search))
+    memory.remember(Draft(text="The gateway's health check is /healthz"), scope="ops")
+    waiting.read.clear()
+    monkeypatch.setattr(memory.graphs, "get", reading(memory.graphs.get))
+    fixed = memory.correct(port.id, Draft(text="The gateway listens on 9090"), reason="moved")
+
+    assert waiting.overlapped == [True, True]
+    stored = memory.tables.vectors([fixed.note.id])[fixed.note.id]  # the correction's own text, embedded
+    assert np.allclose(stored, embedder.embed(["The gateway listens on 9090"])[0], atol=1e-6)
+    assert memory.history(port.id).chain.heads[0].id == fixed.note.id
 
 
 def test_token_estimate_is_fair_to_cjk() -> None:

@@ -1,0 +1,121 @@
+"""Overlap: a write's note embedded beside its reads, against embedded before them, call by call.
+
+`remember` and `correct` start the model on their note on a thread of their own and read meanwhile
+(README, "How it works": the model beside the reads). This bench measures what that saves in one
+process on one store, the two ways interleaved so that the machine's load falls on both alike: the
+way the store does it, and the way it did before (the note embedded first, then every read), made
+by replacing `Memory._embedding` with one that embeds at once. Each round calls `remember` and
+`correct` once each way, alternating which way goes first; the first `--warm` rounds are not
+counted.
+
+The store: `--notes` notes of bench/scale.py's synthetic corpus in one scope, imported with the
+real model and compacted; the remembered texts are variants of corpus notes, and each correction
+(with `fork`, as any note may be corrected however often) replaces a different corpus note.
+
+    .venv/bin/python bench/overlap.py [--notes 10000] [--rounds 160] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
+from scale import make_corpus, ms_summary  # bench/scale.py: sys.path[0] is bench/ when run as a script
+
+IMPORT_BATCH = 2000
+
+
+def embedded_first(self: Memory, text: str) -> Future[list[float]]:
+    """The way before: the note embedded at once, before the write reads anything."""
+    done: Future[list[float]] = Future()
+    done.set_result(self.embedder.embed([text])[0])
+    return done
+
+
+def run(notes: int, rounds: int, warm: int, seed: int) -> dict[str, Any]:
+    beside = Memory._embedding
+    ways: dict[str, Callable[[Memory, str], Future[list[float]]]] = {"beside": beside, "first": embedded_first}
+    rng = random.Random(seed)
+    timings: dict[str, list[float]] = {f"{op} {way}": [] for op in ("remember", "correct") for way in ways}
+    with tempfile.TemporaryDirectory() as scratch:
+        memory = Memory(f"{scratch}/store", SentenceTransformerEmbedder())
+        corpus = make_corpus(notes, f"overlap-{seed}", queries=0)
+        ids: list[str] = []
+        for start in range(0, notes, IMPORT_BATCH):
+            drafts = [Draft(text=n.text, subject=n.subject) for n in corpus.notes[start : start + IMPORT_BATCH]]
+            ids += [view.id for view in memory.import_notes(drafts, scope="s")]
+        memory.tables.compact()
+        targets = rng.sample(range(notes), 2 * rounds)
+        try:
+            for i in range(rounds):
+                for way in list(ways) if i % 2 else list(reversed(ways)):
+                    Memory._embedding = ways[way]  # type: ignore[method-assign]
+                    text = f"{corpus.notes[rng.randrange(notes)].text} (variant {i}, {way})"
+                    started = time.perf_counter()
+                    memory.remember(Draft(text=text), scope="s")
+                    remembered = time.perf_counter() - started
+                    target = targets.pop()
+                    started = time.perf_counter()
+                    memory.correct(ids[target], Draft(text=f"{corpus.notes[target].text} (as of round {i})"),
+                                   reason="a later value (bench)", fork=True)  # fmt: skip
+                    corrected = time.perf_counter() - started
+                    if i >= warm:
+                        timings[f"remember {way}"].append(remembered)
+                        timings[f"correct {way}"].append(corrected)
+        finally:
+            Memory._embedding = beside  # type: ignore[method-assign]
+    summary = {name: ms_summary(seconds) for name, seconds in timings.items()}
+    for op in ("remember", "correct"):
+        summary[f"{op} saved"] = {
+            "p50_ms": summary[f"{op} first"]["p50_ms"] - summary[f"{op} beside"]["p50_ms"],
+            "median_ratio": statistics.median(
+                b / f for b, f in zip(timings[f"{op} beside"], timings[f"{op} first"], strict=True)
+            ),
+        }
+    return {"notes": notes, "rounds": rounds, "warm": warm, "seed": seed, "summary": summary}
+
+
+def print_table(result: dict[str, Any]) -> None:
+    s = result["summary"]
+    counted = result["rounds"] - result["warm"]
+    print(f"{result['notes']:,} notes in one scope, {counted} calls each way (interleaved), real model")
+    print()
+    print(
+        "| call | embedded beside the reads p50 / p99 ms | embedded first p50 / p99 ms | saved p50 ms | per call, median ratio |"
+    )
+    print("|---|---|---|---|---|")
+    for op in ("remember", "correct"):
+        b, f, saved = s[f"{op} beside"], s[f"{op} first"], s[f"{op} saved"]
+        print(
+            f"| {op} | {b['p50_ms']:.1f} / {b['p99_ms']:.1f} | {f['p50_ms']:.1f} / {f['p99_ms']:.1f} | "
+            f"{saved['p50_ms']:.1f} | {saved['median_ratio']:.2f} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=160)
+    parser.add_argument("--warm", type=int, default=10, help="rounds not counted (default 10)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args()
+    if args.warm >= args.rounds:
+        parser.error("--warm must be less than --rounds")
+    result = run(args.notes, args.rounds, args.warm, args.seed)
+    print_table(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

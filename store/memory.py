@@ -222,8 +222,7 @@ class Memory:
         replaced it, and the error names that one (README, "Guard rails").
         """
         reason = self._reason(reason)
-        check_fields(draft)
-        embedding = self._embedding(draft.text.strip())  # the note's text, as _new_note makes it
+        embedding = self._embedding(self._checked_text(draft))
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
@@ -586,13 +585,18 @@ class Memory:
         return reason.strip()
 
     @staticmethod
-    def _new_note(draft: Draft, scope: str, actor: str | None, now: datetime) -> Note:
-        """The note a draft makes, checked: recorded at the draft's `at`, or else `now`."""
+    def _checked_text(draft: Draft) -> str:
+        """A draft's fields checked, and the text its note stores (what a write embeds)."""
         check_fields(draft)
-        text, kind = draft.text, draft.kind
+        return draft.text.strip()
+
+    @classmethod
+    def _new_note(cls, draft: Draft, scope: str, actor: str | None, now: datetime) -> Note:
+        """The note a draft makes, checked: recorded at the draft's `at`, or else `now`."""
+        text = cls._checked_text(draft)
         valid_from, valid_until = _utc(draft.valid_from), _utc(draft.valid_until)
         fields = draft.model_dump(include=set(NoteFields.model_fields)) | {
-            "text": text.strip(), "kind": kind.strip(), "tags": [t.strip() for t in draft.tags if t.strip()],
+            "text": text, "kind": draft.kind.strip(), "tags": [t.strip() for t in draft.tags if t.strip()],
             "valid_from": valid_from, "valid_until": valid_until,
         }  # fmt: skip
         return Note(

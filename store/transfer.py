@@ -408,6 +408,13 @@ def write_notes(
     stored, as a write that fails in turn would.
     """
     vectors = vectors or {}
+
+    def landed(write: Future[int | None] | None, notes_written: int) -> None:
+        if write is not None:
+            write.result()  # a failed write raises here, before the next one is started
+            if progress is not None:
+                progress(notes_written, len(notes))
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corrigenda-import") as writer:
         written: Future[int | None] | None = None
         for start in range(0, len(notes), BATCH):
@@ -416,12 +423,6 @@ def write_notes(
             texts = [n.text for n in missing]
             embedded = dict(zip((n.id for n in missing), embedder.embed(texts) if texts else [], strict=True))
             rows = [(n, vectors.get(n.id) or embedded[n.id], embedder.readable(n.text)) for n in batch]
-            if written is not None:
-                written.result()
-                if progress is not None:
-                    progress(start, len(notes))
+            landed(written, start)
             written = writer.submit(tables.add_notes, rows, embedder.name)
-        if written is not None:
-            written.result()
-            if progress is not None:
-                progress(len(notes), len(notes))
+        landed(written, len(notes))

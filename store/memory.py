@@ -27,7 +27,7 @@ from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
 from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_fields
 from .recall import RetrievalSettings, Trace
-from .tables import Tables
+from .tables import Hit, Tables
 from .views import (
     Changes,
     Corrected,
@@ -156,8 +156,9 @@ class Memory:
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
         candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, note.text, note.scope, None, searched, embedding.result
-        )
+            self.tables, self.embedder, self._found, self._vectors, note.text, note.scope, None, searched,
+            embedding.result,
+        )  # fmt: skip
         vector = embedding.result()
         similar_to = [c for c in candidates.values() if c.qualified]
         identical = [c.note for c in candidates.values() if c.note.text == note.text]
@@ -474,11 +475,9 @@ class Memory:
         def load(entries: Sequence[Note], at: datetime) -> Fold:
             return self._load(scope, at, [*entries, *also])
 
-        def vectors(ids: Iterable[str]) -> Mapping[str, np.ndarray]:
-            return self.graphs.vectors.get(ids, self.tables.vectors)
-
         return recall.run(
-            self.tables, self.embedder, load, vectors, query, scope, now=self.clock(), as_of=_utc(as_of),
+            self.tables, self.embedder, load, self._found, self._vectors, query, scope, now=self.clock(),
+            as_of=_utc(as_of),
             budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
 
@@ -491,11 +490,20 @@ class Memory:
         notes = self.graphs.notes.get(reached - known.keys(), self._notes_and_their_vectors)
         return fold([*notes.values(), *known.values()], graph.around(reached), at)
 
-    def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
-        """Notes by id; their vectors, where read along, kept for the next near-duplicate pass."""
-        notes, vectors = self.tables.notes_with_vectors(ids)
+    def _notes_and_their_vectors(self, ids: Iterable[str], hits: Mapping[str, Hit] | None = None) -> dict[str, Note]:
+        """Notes by id (or where searches found them); their vectors, where read along, kept for the
+        exact similarities and the near-duplicate pass that follow."""
+        notes, vectors = self.tables.notes_with_vectors(ids, hits=hits)
         self.graphs.vectors.put(vectors)
         return notes
+
+    def _found(self, hits: Mapping[str, Hit]) -> dict[str, Note]:
+        """The notes searches found: those kept, and the others read at once where they were found."""
+        return self.graphs.notes.get(hits, lambda missing: self._notes_and_their_vectors(missing, hits))
+
+    def _vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
+        """Stored embeddings by note id: those kept, the others read."""
+        return self.graphs.vectors.get(ids, self.tables.vectors)
 
     def _write(
         self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float], bool] | None = None

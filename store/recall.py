@@ -16,14 +16,16 @@ What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
   `recall_chains` did rather than a second opinion of it.
 
 `run` takes a `load` that folds the chains and prerequisites reachable from the entry notes (the
-caller's lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id
-(for the heads the searches did not bring them for): recall reads notes through search and by id
-(or from what the caller kept), never a scope's whole history.
+caller's lifecycle graph, see graph.py), `notes` that gives the notes the searches found (kept, or
+read at the rows the searches found them in, with their stored embeddings where that costs little),
+and `vectors` that gives notes' stored embeddings by id: recall's searches find ids, its notes are
+read by id or row (or come from what the caller kept), never a scope's whole history.
 
 Stages:
 1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
-   every state, fused by reciprocal rank (`RRF_K`); equal scores share a rank and ties go by id, so
-   the order does not depend on the order the searches return hits in. A note is an entry if its
+   every state (dense ranked by exact cosine where the stored vectors are read along, else by the
+   vector index's estimate), fused by reciprocal rank (`RRF_K`); equal scores share a rank and ties
+   go by id, so the order does not depend on the order the searches return hits in. A note is an entry if its
    cosine similarity reaches `min_similarity` (and the model could read both texts) or full-text
    search matched it.
 2. Closure and order: each entry brings its whole chain, successors unconditionally. A chain scores
@@ -67,7 +69,7 @@ from .chains import build_chain
 from .embedder import Embedder
 from .fold import Fold
 from .model import Note
-from .tables import Tables
+from .tables import Hit, Tables
 from .tokens import estimate_tokens
 from .views import Chain, Entry, HistoryEntry, NoteView, Omitted, Prerequisite, RecallResult
 
@@ -89,7 +91,6 @@ class Candidate:
     text_rank: int | None = None
     score: float = 0.0
     qualified: bool = False
-    vector: np.ndarray | None = None  # its stored embedding, if the search brought it
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-sea
 def find_candidates(
     tables: Tables,
     embedder: Embedder,
+    notes: Callable[[Mapping[str, Hit]], Mapping[str, Note]],
+    vectors: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
     query: str,
     scope: str,
     as_of: datetime | None,
@@ -148,23 +151,38 @@ def find_candidates(
     vector: Callable[[], Sequence[float]] | None = None,
 ) -> tuple[dict[str, Candidate], bool]:
     """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied.
-    `vector` gives the query's embedding when the dense search needs it (a remember's note is being
-    embedded while its text is searched); without it the model embeds the query then."""
+
+    The searches find ids; `notes` reads the notes of both at once (or has them), and `vectors` the
+    stored embeddings that make the dense similarities exact where the store reads them along (the
+    vector index's are 8-bit estimates). `vector` gives the query's embedding when the dense search
+    needs it (a remember's note is being embedded while its text is searched); without it the model
+    embeds the query then."""
     tables.check_model(embedder.name)
-    # the full-text search runs while the query is embedded and searched by vector
+    # The full-text search runs while the query is embedded; the vector search waits for it: each
+    # search spreads over every core, and two at once took longer than one after the other.
     searching_text = _SEARCHES.submit(tables.text_search, query, scope, as_of, settings.per_retriever)
     readable = embedder.readable(query)
-    found: dict[str, Candidate] = {}
+    dense: list[Hit] = []
+    similarity: dict[str, float] = {}
     if readable:
-        query_vector = vector() if vector is not None else embedder.embed([query])[0]
-        hits = tables.vector_search(query_vector, scope, as_of, settings.per_retriever)
-        for rank, hit in _ranked(hits, lambda h: (h.similarity, h.note.id)):
-            found[hit.note.id] = Candidate(hit.note, hit.similarity, rank, hit.dense_ok, vector=hit.vector)
+        embedded = vector() if vector is not None else embedder.embed([query])[0]
+        query_vector = np.asarray(embedded, np.float64)
+        searching_text.exception()  # the text search done (its outcome is taken below)
+        dense = tables.vector_search(embedded, scope, as_of, settings.per_retriever)
+        similarity = {h.id: h.score for h in dense}
     text_hits = searching_text.result()
-    for rank, text_hit in _ranked(text_hits, lambda h: (h.score, h.note.id)):
-        cand = found.setdefault(text_hit.note.id, Candidate(text_hit.note, vector=text_hit.vector))
+    found = notes({h.id: h for h in [*text_hits, *dense]})
+    if dense and tables.reads_vectors_along:
+        stored = vectors(h.id for h in dense if h.dense_ok)
+        similarity |= {i: _cosine(query_vector, v) for i, v in stored.items()}
+    candidates: dict[str, Candidate] = {}
+    dense_hits = [(h, similarity[h.id]) for h in dense if h.id in found]
+    for rank, (hit, cosine) in _ranked(dense_hits, lambda h: (h[1], h[0].id)):
+        candidates[hit.id] = Candidate(found[hit.id], cosine, rank, hit.dense_ok)
+    for rank, text_hit in _ranked([h for h in text_hits if h.id in found], lambda h: (h.score, h.id)):
+        cand = candidates.setdefault(text_hit.id, Candidate(found[text_hit.id]))
         cand.text_score, cand.text_rank = text_hit.score, rank
-    for cand in found.values():
+    for cand in candidates.values():
         cand.score = sum(1.0 / (RRF_K + r) for r in (cand.dense_rank, cand.text_rank) if r is not None)
         dense_match = (
             readable
@@ -173,8 +191,13 @@ def find_candidates(
             and cand.similarity >= settings.min_similarity
         )
         cand.qualified = dense_match or cand.text_rank is not None
-    ordered = sorted(found.values(), key=lambda c: (-c.score, c.note.id))
+    ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.note.id))
     return {c.note.id: c for c in ordered}, readable
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(np.dot(a, b)) / norms if norms else 0.0
 
 
 H = TypeVar("H")
@@ -198,6 +221,7 @@ def run(
     tables: Tables,
     embedder: Embedder,
     load: Callable[[Sequence[Note], datetime], Fold],
+    notes: Callable[[Mapping[str, Hit]], Mapping[str, Note]],
     vectors: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
     query: str,
     scope: str,
@@ -210,7 +234,7 @@ def run(
     settings: RetrievalSettings = RetrievalSettings(),
 ) -> Trace:
     at = as_of or now
-    candidates, readable = find_candidates(tables, embedder, query, scope, as_of, settings)
+    candidates, readable = find_candidates(tables, embedder, notes, vectors, query, scope, as_of, settings)
     entries = [c for c in candidates.values() if c.qualified]
     folded = load([c.note for c in entries], at)  # their chains and prerequisites, folded
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
@@ -230,10 +254,8 @@ def run(
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
     trace.chains = dependents_first(trace.chains)
-    # the heads' stored embeddings: those the searches brought, the others read by id (or kept)
-    heads = [h.id for c in trace.chains for h in c.heads]
-    brought = {i: v for i in heads if (c := candidates.get(i)) is not None and (v := c.vector) is not None}
-    head_vectors = {**brought, **vectors(i for i in heads if i not in brought)}
+    # the heads' stored embeddings: mostly read along with the notes (and kept), the others read by id
+    head_vectors = vectors(h.id for c in trace.chains for h in c.heads)
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
     omitted += [

@@ -27,7 +27,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -87,14 +87,13 @@ UPKEEP_WAIT = 20.0
 READ_RETRIES = 3
 # The notes table gets a vector index (IVF_SQ, square-root-of-rows partitions) once it holds this
 # many rows; a scope smaller than this is searched exactly even then. A search probes this many
-# partitions and re-ranks this many times the candidates it needs with the full vectors (not on an
-# object store, where reading them back cost ~20 requests and 120 ms a search: similarities there are
-# the index's 8-bit ones). All chosen by measurement (README, "Measured": recall@20 against exact
-# search, and latency).
+# partitions; its similarities are the index's 8-bit ones, which recall replaces with exact ones from
+# the stored vectors it reads along with the notes (not on an object store, where reading them back
+# costs ~20 requests and 120 ms a search). Chosen by measurement (README, "Measured": recall@20
+# against exact search, and latency).
 VECTOR_INDEX_AT = 10_000
 VECTOR_INDEX = "vector_idx"  # LanceDB's name for it
 VECTOR_PROBES = 50
-VECTOR_REFINE = 2
 # Lance's index upkeep adds each compaction's new rows as a segment of their own (searched apart) and
 # keeps the partitions it was trained with; a default merge re-derives them from 8,192 rows a partition
 # (a 100k-note store had 17 segments of 5 partitions: every search scanned all of it). So the index is
@@ -237,18 +236,18 @@ def _event_from_row(row: dict[str, Any]) -> Event:
 
 
 @dataclass(frozen=True)
-class DenseHit:
-    note: Note
-    similarity: float
-    dense_ok: bool
-    vector: np.ndarray | None = None  # its stored embedding, where the search read it (`_vector_column`)
+class Hit:
+    """A note a search found: its id, its score (cosine similarity, the index's estimate of it where
+    the search went through the vector index; or the full-text score), whether the model could read
+    its text (dense hits), and where its row is in the table version searched, for reading it
+    (`Tables.notes_with_vectors`). A search selects no more than this: each further column costs
+    about as much again per row (README, "Measured")."""
 
-
-@dataclass(frozen=True)
-class TextHit:
-    note: Note
+    id: str
     score: float
-    vector: np.ndarray | None = None
+    row: int
+    version: int
+    dense_ok: bool = True
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -579,18 +578,42 @@ class Tables:
         return self.notes_with_vectors(ids, vectors=False)[0]
 
     def notes_with_vectors(
-        self, ids: Iterable[str], vectors: bool = True
+        self, ids: Iterable[str], vectors: bool = True, hits: Mapping[str, Hit] | None = None
     ) -> tuple[dict[str, Note], dict[str, np.ndarray]]:
-        """Notes by id and, where reading them along costs little (`_vector_column`), the stored
-        embeddings of those the model could read."""
+        """Notes by id and, where reading them along costs little (`reads_vectors_along`), the stored
+        embeddings of those the model could read. Notes that searches found (`hits`) are read at their
+        rows, which skips the id index; any other way (the version searched is gone), by id."""
         ids = list(dict.fromkeys(ids))
         table = self.notes_table()
         if not ids or table is None:
             return {}, {}
         columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
-        rows = _rows_with_vectors(self._scan(table, columns, where.id_in(ids)))
+        found = self._at_rows(table, columns, ids, hits) if hits is not None else None
+        if found is None:
+            found = self._scan(table, columns, where.id_in(ids))
+        rows = _rows_with_vectors(found)
         notes = {row["id"]: _note_from_row(row) for row, _ in rows}
         return notes, {row["id"]: vector for row, vector in rows if vector is not None}
+
+    def _at_rows(self, table: Table, columns: list[str], ids: list[str], hits: Mapping[str, Hit]) -> pa.Table | None:
+        """The rows of `ids` where the searches found them, if all were found in one version that can
+        still be read; else None."""
+        versions = {hits[i].version for i in ids if i in hits}
+        if len(versions) != 1 or any(i not in hits for i in ids):
+            return None
+        (version,) = versions
+
+        def take() -> pa.Table:
+            view = self._view(table)
+            view = view if view.version == version else view.checkout_version(version)
+            return view._take_rows(sorted({hits[i].row for i in ids}), columns=columns)
+
+        try:
+            found = take()
+        except Exception as exc:  # its files cleaned up since, say: read by id, which says what is wrong
+            log.info("could not read rows at version %s (%s); reading them by id", version, exc)
+            return None
+        return found if set(found["id"].to_pylist()) == set(ids) else None
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """Stored embeddings of these notes (float32 arrays), for those the model could read."""
@@ -626,7 +649,8 @@ class Tables:
         rows = self._scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
         return _event_from_row(rows[0]) if rows else None
 
-    def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[DenseHit]:
+    def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[Hit]:
+        """The `limit` notes of a scope nearest `vector` by cosine, best first (see `Hit`)."""
         table = self.notes_table()
         if table is None:
             return []
@@ -638,20 +662,24 @@ class Tables:
         }
         if self._searched_exactly(table, scope):
             nearest["use_index"] = False
-        elif self._remote:  # re-reading the candidates' vectors costs about a request each there
+        else:
             nearest["nprobes"] = VECTOR_PROBES
-        else:  # the full vectors of the candidates re-rank them, so similarities are exact
-            nearest |= {"nprobes": VECTOR_PROBES, "refine_factor": VECTOR_REFINE}
-        columns = [*_NOTE_COLUMNS, "dense_ok", "_distance", *self._vector_column]
-        rows = _rows_with_vectors(self._scan(table, columns, where.in_scope(scope, at), nearest=nearest))
-        return [DenseHit(_note_from_row(r), 1.0 - r["_distance"], bool(r["dense_ok"]), v) for r, v in rows]
+        found = self._search(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
+        return [
+            Hit(r["id"], 1.0 - r["_distance"], r["_rowid"], r["version"], bool(r["dense_ok"]))
+            for r in _first_of_each_id(found)
+        ]
+
+    @property
+    def reads_vectors_along(self) -> bool:
+        """Whether reads by id bring the rows' vectors along (for recall's exact similarities and its
+        near-duplicate pass): in a directory that costs about nothing; on an object store it is about a
+        request a row, so there they are read apart, for the heads alone (`vectors`)."""
+        return not self._remote
 
     @property
     def _vector_column(self) -> list[str]:
-        """What searches and reads by id select to bring the rows' vectors along (for recall's
-        near-duplicate pass): in a directory that costs about nothing; on an object store it is about
-        a request a row, so there they are read apart, for the heads alone (`vectors`)."""
-        return [] if self._remote else ["vector"]
+        return ["vector"] if self.reads_vectors_along else []
 
     def _searched_exactly(self, table: Table, scope: str) -> bool:
         """Whether a scope's vectors are searched without the index: while there is none, and for a
@@ -670,18 +698,27 @@ class Tables:
             self._scope_rows[scope] = (now, rows)
         return rows < VECTOR_INDEX_AT
 
-    def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[TextHit]:
+    def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[Hit]:
+        """The `limit` notes of a scope that match `query`'s words best, by full-text score (see `Hit`)."""
         from lance.query import MatchQuery
 
         table = self.notes_table()
         if table is None or not query.strip():
             return []
-        columns = [*_NOTE_COLUMNS, "dense_ok", "_score", *self._vector_column]
-        found = self._scan(
-            table, columns, where.in_scope(scope, at), full_text_query=MatchQuery(query, "text"), limit=limit
+        found = self._search(
+            table, ["id", "_score"], where.in_scope(scope, at), full_text_query=MatchQuery(query, "text"), limit=limit
         )
-        rows = _rows_with_vectors(found)
-        return [TextHit(_note_from_row(r), float(r["_score"]), v) for r, v in rows]
+        return [Hit(r["id"], float(r["_score"]), r["_rowid"], r["version"]) for r in _first_of_each_id(found)]
+
+    def _search(self, table: Table, columns: list[str], clause: str, **search: Any) -> list[dict[str, Any]]:
+        """A search's hits (`columns` and each row's `_rowid`), each with the version it was made in."""
+
+        def read() -> list[dict[str, Any]]:
+            view = self._view(table)
+            found = view.to_table(columns=columns, filter=clause, prefilter=True, with_row_id=True, **search)
+            return [{**row, "version": view.version} for row in found.to_pylist()]
+
+        return self._read(read)
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()

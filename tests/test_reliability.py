@@ -302,12 +302,14 @@ def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_
     ).note
     reader = Memory(db, embedder)
     read: list[str] = []
+    at_rows: list[str] = []  # read where a search found them
     real_notes, real_vectors = reader.tables.notes_with_vectors, reader.tables.vectors
 
-    def notes(ids: Any) -> Any:
+    def notes(ids: Any, hits: Any = None) -> Any:
         ids = list(ids)
         read.extend(ids)
-        return real_notes(ids)
+        at_rows.extend(i for i in ids if hits is not None and i in hits)
+        return real_notes(ids, hits=hits)
 
     def vectors(ids: Any) -> Any:
         ids = list(ids)
@@ -318,13 +320,14 @@ def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_
     monkeypatch.setattr(reader.tables, "vectors", vectors)
     query = "when are invoices retried?"
     first = reader.recall(query).chains
-    assert base.id in read and [p.id for p in first[0].prerequisites] == [base.id]  # read by id: not a hit
-    assert needs.id not in read  # a search hit: its note and vector came with the search
+    assert [p.id for p in first[0].prerequisites] == [base.id]
+    assert sorted(at_rows) == sorted(read) == sorted([base.id, needs.id])  # both search hits, read at their rows
+    # once each: their vectors (for the exact similarities, and the near-duplicate pass) came along
     read.clear()
     again = reader.recall(query).chains
     assert again == first and read == []  # the prerequisite was kept, with the vector read along
     assert base.id in reader.graphs.notes and base.id in reader.graphs.vectors
-    reader.graphs.notes.put({needs.id: needs})  # as a call that read it by id would have
+    reader.graphs.notes.put(real_notes([needs.id])[0])  # as a call that read it by id would have
     writer.forget(base.id, reason="wrong cluster, and it names an internal host")
     after = reader.recall(query).chains
     assert [h.id for c in after for h in c.heads] == [needs.id] and after[0].prerequisites == []

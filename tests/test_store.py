@@ -10,9 +10,19 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pyarrow as pa
 import pytest
-from corrigenda.store import Draft, InvalidArgument, Memory, ModelMismatch, SentenceTransformerEmbedder, tables, where
+from corrigenda.store import (
+    Draft,
+    InvalidArgument,
+    Memory,
+    ModelMismatch,
+    SentenceTransformerEmbedder,
+    recall,
+    tables,
+    where,
+)
 from corrigenda.store.embedder import default_model_path
 from corrigenda.store.model import Event, EventKind, Note
+from corrigenda.store.recall import RetrievalSettings
 from corrigenda.store.tables import COMPACT_AT_FRAGMENTS
 from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
@@ -204,11 +214,23 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
         .limit(20)
         .to_arrow()
     )
-    assert len({h.note.id for h in approximate} & set(exact["id"].to_pylist())) >= 19
-    for hit, distance in zip(approximate[:5], exact["_distance"].to_pylist()[:5], strict=True):
-        assert hit.similarity == pytest.approx(1 - distance, abs=1e-5)  # re-ranked on the full vectors
+    assert len({h.id for h in approximate} & set(exact["id"].to_pylist())) >= 19
+    # the index's similarities are 8-bit estimates; recall's candidates have exact ones, from the
+    # stored vectors read along with their notes
+    exact_similarity = {i: 1 - d for i, d in zip(exact["id"].to_pylist(), exact["_distance"].to_pylist(), strict=True)}
+    assert any(abs(h.score - exact_similarity[h.id]) > 1e-5 for h in approximate if h.id in exact_similarity)
+    candidates, _ = recall.find_candidates(
+        memory.tables, memory.embedder, memory._found, memory._vectors, "which host runs the billing export?",
+        "big", None, RetrievalSettings(per_retriever=20),
+    )  # fmt: skip
+    dense = sorted((c for c in candidates.values() if c.dense_rank is not None), key=lambda c: c.dense_rank or 0)
+    assert len(dense) == 20 and len({c.note.id for c in dense} & exact_similarity.keys()) >= 19
+    for cand in dense:
+        if cand.note.id in exact_similarity:
+            assert cand.similarity == pytest.approx(exact_similarity[cand.note.id], abs=1e-5)
     assert memory.tables._searched_exactly(notes, "small") and not memory.tables._searched_exactly(notes, "big")
-    assert {h.note.scope for h in memory.tables.vector_search(vector, "small", None, 20)} == {"small"}
+    small = memory.tables.vector_search(vector, "small", None, 20)
+    assert {n.scope for n in memory.tables.notes(h.id for h in small).values()} == {"small"}
 
 
 def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_the_table_grows(
@@ -239,7 +261,8 @@ def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_t
     # guards against is Lance's own shape, a handful of partitions for the whole table, or one a row)
     assert 16 <= grown <= 61 and segments == 1
     vector = memory.embedder.embed(["which host serves the billing export?"])[0]
-    assert all(h.note.scope == "s" for h in memory.tables.vector_search(vector, "s", None, 20))
+    found = memory.tables.vector_search(vector, "s", None, 20)
+    assert len(found) == 20 and {n.scope for n in memory.tables.notes(h.id for h in found).values()} == {"s"}
 
 
 TIMES = st.datetimes(datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59), timezones=st.just(UTC))

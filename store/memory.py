@@ -27,7 +27,7 @@ from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
 from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_fields
 from .recall import RetrievalSettings, Trace
-from .tables import Hit, Tables
+from .tables import Tables
 from .views import (
     Changes,
     Corrected,
@@ -156,8 +156,8 @@ class Memory:
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
         candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, self._found, self._vectors, note.text, note.scope, None, searched,
-            embedding.result,
+            self.tables, self.embedder, functools.partial(self._found, scope), self._vectors, note.text, scope,
+            None, searched, embedding.result,
         )  # fmt: skip
         vector = embedding.result()
         similar_to = [c for c in candidates.values() if c.qualified]
@@ -476,8 +476,8 @@ class Memory:
             return self._load(scope, at, [*entries, *also])
 
         return recall.run(
-            self.tables, self.embedder, load, self._found, self._vectors, query, scope, now=self.clock(),
-            as_of=_utc(as_of),
+            self.tables, self.embedder, load, functools.partial(self._found, scope), self._vectors, query, scope,
+            now=self.clock(), as_of=_utc(as_of),
             budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
 
@@ -490,16 +490,20 @@ class Memory:
         notes = self.graphs.notes.get(reached - known.keys(), self._notes_and_their_vectors)
         return fold([*notes.values(), *known.values()], graph.around(reached), at)
 
-    def _notes_and_their_vectors(self, ids: Iterable[str], hits: Mapping[str, Hit] | None = None) -> dict[str, Note]:
-        """Notes by id (or where searches found them); their vectors, where read along, kept for the
-        exact similarities and the near-duplicate pass that follow."""
-        notes, vectors = self.tables.notes_with_vectors(ids, hits=hits)
+    def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
+        """Notes by id; their vectors, where read along, kept for the exact similarities and the
+        near-duplicate pass that follow."""
+        notes, vectors = self.tables.notes_with_vectors(ids)
         self.graphs.vectors.put(vectors)
         return notes
 
-    def _found(self, hits: Mapping[str, Hit]) -> dict[str, Note]:
-        """The notes searches found: those kept, and the others read at once where they were found."""
-        return self.graphs.notes.get(hits, lambda missing: self._notes_and_their_vectors(missing, hits))
+    def _found(self, scope: str, ids: Sequence[str]) -> dict[str, Note]:
+        """The notes searches found in a scope, read in one go with the notes their chains and
+        prerequisites reach (kept for the fold that follows: `_load`), all but those kept already. The
+        graph is asked after the searches, so it holds the edges of every note they found (graph.py)."""
+        wanted = self.graphs.get(scope).reachable(ids)
+        notes = self.graphs.notes.get(wanted, self._notes_and_their_vectors)
+        return {i: notes[i] for i in ids if i in notes}
 
     def _vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
         """Stored embeddings by note id: those kept, the others read."""

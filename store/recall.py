@@ -15,11 +15,12 @@ What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
   hidden. `run` keeps a trace of every stage, so `why_excluded` explains exactly what
   `recall_chains` did rather than a second opinion of it.
 
-`run` takes a `load` that folds the chains and prerequisites reachable from the entry notes (the
-caller's lifecycle graph, see graph.py), `notes` that gives the notes the searches found (kept, or
-read at the rows the searches found them in, with their stored embeddings where that costs little),
-and `vectors` that gives notes' stored embeddings by id: recall's searches find ids, its notes are
-read by id or row (or come from what the caller kept), never a scope's whole history.
+`run` takes `notes` that gives the notes the searches found by id (the caller reads them in one go
+with the notes their chains reach, and their stored embeddings where that costs little, or has them
+kept), a `load` that folds the chains and prerequisites reachable from the entry notes (the caller's
+lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id: recall's
+searches find ids and its notes are read by id (or come from what the caller kept), never a scope's
+whole history.
 
 Stages:
 1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
@@ -142,7 +143,7 @@ _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-sea
 def find_candidates(
     tables: Tables,
     embedder: Embedder,
-    notes: Callable[[Mapping[str, Hit]], Mapping[str, Note]],
+    notes: Callable[[Sequence[str]], Mapping[str, Note]],
     vectors: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
     query: str,
     scope: str,
@@ -158,8 +159,7 @@ def find_candidates(
     needs it (a remember's note is being embedded while its text is searched); without it the model
     embeds the query then."""
     tables.check_model(embedder.name)
-    # The full-text search runs while the query is embedded; the vector search waits for it: each
-    # search spreads over every core, and two at once took longer than one after the other.
+    # the full-text search runs while the query is embedded and searched by vector
     searching_text = _SEARCHES.submit(tables.text_search, query, scope, as_of, settings.per_retriever)
     readable = embedder.readable(query)
     dense: list[Hit] = []
@@ -167,11 +167,10 @@ def find_candidates(
     if readable:
         embedded = vector() if vector is not None else embedder.embed([query])[0]
         query_vector = np.asarray(embedded, np.float64)
-        searching_text.exception()  # the text search done (its outcome is taken below)
         dense = tables.vector_search(embedded, scope, as_of, settings.per_retriever)
         similarity = {h.id: h.score for h in dense}
     text_hits = searching_text.result()
-    found = notes({h.id: h for h in [*text_hits, *dense]})
+    found = notes(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
     if dense and tables.reads_vectors_along:
         stored = vectors(h.id for h in dense if h.dense_ok)
         similarity |= {i: _cosine(query_vector, v) for i, v in stored.items()}
@@ -221,7 +220,7 @@ def run(
     tables: Tables,
     embedder: Embedder,
     load: Callable[[Sequence[Note], datetime], Fold],
-    notes: Callable[[Mapping[str, Hit]], Mapping[str, Note]],
+    notes: Callable[[Sequence[str]], Mapping[str, Note]],
     vectors: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
     query: str,
     scope: str,

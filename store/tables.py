@@ -27,7 +27,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -238,15 +238,13 @@ def _event_from_row(row: dict[str, Any]) -> Event:
 @dataclass(frozen=True)
 class Hit:
     """A note a search found: its id, its score (cosine similarity, the index's estimate of it where
-    the search went through the vector index; or the full-text score), whether the model could read
-    its text (dense hits), and where its row is in the table version searched, for reading it
-    (`Tables.notes_with_vectors`). A search selects no more than this: each further column costs
-    about as much again per row (README, "Measured")."""
+    the search went through the vector index; or the full-text score), and whether the model could
+    read its text (dense hits). A search selects no more than this and the notes are read by id
+    afterwards, all at once: each further column a search selects costs about as much again per row
+    (README, "Measured")."""
 
     id: str
     score: float
-    row: int
-    version: int
     dense_ok: bool = True
 
 
@@ -578,42 +576,18 @@ class Tables:
         return self.notes_with_vectors(ids, vectors=False)[0]
 
     def notes_with_vectors(
-        self, ids: Iterable[str], vectors: bool = True, hits: Mapping[str, Hit] | None = None
+        self, ids: Iterable[str], vectors: bool = True
     ) -> tuple[dict[str, Note], dict[str, np.ndarray]]:
         """Notes by id and, where reading them along costs little (`reads_vectors_along`), the stored
-        embeddings of those the model could read. Notes that searches found (`hits`) are read at their
-        rows, which skips the id index; any other way (the version searched is gone), by id."""
+        embeddings of those the model could read."""
         ids = list(dict.fromkeys(ids))
         table = self.notes_table()
         if not ids or table is None:
             return {}, {}
         columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
-        found = self._at_rows(table, columns, ids, hits) if hits is not None else None
-        if found is None:
-            found = self._scan(table, columns, where.id_in(ids))
-        rows = _rows_with_vectors(found)
+        rows = _rows_with_vectors(self._scan(table, columns, where.id_in(ids)))
         notes = {row["id"]: _note_from_row(row) for row, _ in rows}
         return notes, {row["id"]: vector for row, vector in rows if vector is not None}
-
-    def _at_rows(self, table: Table, columns: list[str], ids: list[str], hits: Mapping[str, Hit]) -> pa.Table | None:
-        """The rows of `ids` where the searches found them, if all were found in one version that can
-        still be read; else None."""
-        versions = {hits[i].version for i in ids if i in hits}
-        if len(versions) != 1 or any(i not in hits for i in ids):
-            return None
-        (version,) = versions
-
-        def take() -> pa.Table:
-            view = self._view(table)
-            view = view if view.version == version else view.checkout_version(version)
-            return view._take_rows(sorted({hits[i].row for i in ids}), columns=columns)
-
-        try:
-            found = take()
-        except Exception as exc:  # its files cleaned up since, say: read by id, which says what is wrong
-            log.info("could not read rows at version %s (%s); reading them by id", version, exc)
-            return None
-        return found if set(found["id"].to_pylist()) == set(ids) else None
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """Stored embeddings of these notes (float32 arrays), for those the model could read."""
@@ -664,11 +638,8 @@ class Tables:
             nearest["use_index"] = False
         else:
             nearest["nprobes"] = VECTOR_PROBES
-        found = self._search(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
-        return [
-            Hit(r["id"], 1.0 - r["_distance"], r["_rowid"], r["version"], bool(r["dense_ok"]))
-            for r in _first_of_each_id(found)
-        ]
+        found = self._scan(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
+        return [Hit(r["id"], 1.0 - r["_distance"], bool(r["dense_ok"])) for r in _first_of_each_id(found.to_pylist())]
 
     @property
     def reads_vectors_along(self) -> bool:
@@ -705,20 +676,10 @@ class Tables:
         table = self.notes_table()
         if table is None or not query.strip():
             return []
-        found = self._search(
+        found = self._scan(
             table, ["id", "_score"], where.in_scope(scope, at), full_text_query=MatchQuery(query, "text"), limit=limit
         )
-        return [Hit(r["id"], float(r["_score"]), r["_rowid"], r["version"]) for r in _first_of_each_id(found)]
-
-    def _search(self, table: Table, columns: list[str], clause: str, **search: Any) -> list[dict[str, Any]]:
-        """A search's hits (`columns` and each row's `_rowid`), each with the version it was made in."""
-
-        def read() -> list[dict[str, Any]]:
-            view = self._view(table)
-            found = view.to_table(columns=columns, filter=clause, prefilter=True, with_row_id=True, **search)
-            return [{**row, "version": view.version} for row in found.to_pylist()]
-
-        return self._read(read)
+        return [Hit(r["id"], float(r["_score"])) for r in _first_of_each_id(found.to_pylist())]
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()

@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -220,7 +221,7 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     exact_similarity = {i: 1 - d for i, d in zip(exact["id"].to_pylist(), exact["_distance"].to_pylist(), strict=True)}
     assert any(abs(h.score - exact_similarity[h.id]) > 1e-5 for h in approximate if h.id in exact_similarity)
     candidates, _ = recall.find_candidates(
-        memory.tables, memory.embedder, memory._found, memory._vectors, "which host runs the billing export?",
+        memory.tables, memory.embedder, partial(memory._found, "big"), memory._vectors, "which host runs the billing export?",
         "big", None, RetrievalSettings(per_retriever=20),
     )  # fmt: skip
     dense = sorted((c for c in candidates.values() if c.dense_rank is not None), key=lambda c: c.dense_rank or 0)

@@ -1041,7 +1041,7 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
     memory = Memory(store_uri, embedder, clock=lambda: NOW, storage_options=None)  # a bucket: the AWS_* variables
     # opened as the server opens its store once a client is connected: otherwise the first size's
     # import would pay the process's one-time `import lancedb` (about 2.4 s here, a quarter of a 1k import)
-    memory.warm().join()
+    memory.warm(then=gc.freeze).join()  # as the server does (server/app.py)
     scope = "s0000"
     rng = random.Random(f"{args.seed}:{label}:events")
 

@@ -109,8 +109,9 @@ class Memory:
         self.clock = clock
         self.settings = settings or RetrievalSettings()
 
-    def warm(self) -> threading.Thread:
-        """Open the database and load the model in the background; calls that come first wait."""
+    def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:
+        """Open the database and load the model in the background, then call `then` (on that thread,
+        whatever came of it); calls that come first wait."""
 
         def load() -> None:
             try:
@@ -121,6 +122,8 @@ class Memory:
                 log.error("%s", exc)
             except Exception:
                 log.exception("warming the store failed")
+            if then is not None:
+                then()
 
         thread = threading.Thread(target=load, name="corrigenda-warm", daemon=True)
         thread.start()

@@ -287,3 +287,26 @@ def test_a_note_and_an_event_read_back_from_their_rows_as_written(note: Note, ev
     for row, schema in ((note_row, tables._note_schema("model", 2)), (event_row, tables._EVENT_SCHEMA)):
         assert pa.Table.from_pylist([row], schema=schema).to_pylist() == [row]  # every value fits its column
     assert tables._note_from_row(note_row) == note and tables._event_from_row(event_row) == event
+
+
+def test_warming_calls_back_once_the_model_is_loaded_and_even_when_warming_failed(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps: list[str] = []
+    embed = memory.embedder.embed
+
+    def embedding(texts: Sequence[str]) -> list[list[float]]:
+        steps.append("embed")
+        return embed(texts)
+
+    monkeypatch.setattr(memory.embedder, "embed", embedding)
+    memory.warm(then=lambda: steps.append("then")).join(timeout=120)
+    assert steps == ["embed", "then"]  # the server freezes what it holds here (server/app.py)
+
+    def refused(*_: object) -> None:
+        raise RuntimeError("the store could not be opened")
+
+    steps.clear()
+    monkeypatch.setattr(memory.tables, "check_model", refused)
+    memory.warm(then=lambda: steps.append("then")).join(timeout=120)
+    assert steps == ["then"]

@@ -863,7 +863,7 @@ def measure_recalls(
     for q, v, rec, ps, wm, es, res in zip(
         corpus.queries, vectors, recall_s, plain_s, with_model_s, embed_s, delivered, strict=True
     ):
-        store_ids = {h.note.id for h in memory.tables.vector_search(v, scope, None, PLAIN_TOP)}
+        store_ids = {h.id for h in memory.tables.vector_search(v, scope, None, PLAIN_TOP)}
         exact = set(nearest_ids(table, v, scope, exact=True))
         plain_recall = None
         if plain.ann:

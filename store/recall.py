@@ -26,9 +26,9 @@ Stages:
 1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
    every state (dense ranked by exact cosine where the stored vectors are read along, else by the
    vector index's estimate), fused by reciprocal rank (`RRF_K`); equal scores share a rank and ties
-   go by id, so the order does not depend on the order the searches return hits in. A note is an entry if its
-   cosine similarity reaches `min_similarity` (and the model could read both texts) or full-text
-   search matched it.
+   go by id, so the order does not depend on the order the searches return hits in. A note is an
+   entry if its cosine similarity reaches `min_similarity` (and the model could read both texts) or
+   full-text search matched it.
 2. Closure and order: each entry brings its whole chain, successors unconditionally. A chain scores
    its best entry's fused score plus `chain_evidence` times each further entry's (an old value and
    its correction that both match the query are two pieces of evidence that this claim is the one

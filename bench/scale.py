@@ -31,10 +31,10 @@ process and one run:
 - writes: `remember`, `correct` and `link` (depends_on) through `Memory`, `--writes` of each after 3
   warm-up calls, each with the model in the call (`remember`/`correct` embed their text);
 - the per-scope graph cache (store/graph.py, `Graphs`): recall p50/p99 again, query by query, as it
-  is (the scope's graph kept and refreshed from what was appended, and the notes and vectors read by
-  id kept: each query was asked before, so what its recall reads by id is there) and with the cache
-  defeated (`memory.graphs.forget()` before the call, outside its time, so that each recall reads the
-  scope's events and those notes again, as a process's first call of a scope does), alternating
+  is (the scope's graph kept and refreshed from what was appended, its notes kept as one scan, and
+  the notes and vectors read by id kept) and with the cache defeated (`memory.graphs.forget()` before
+  the call, outside its time, so that each recall reads the scope's events and scans its notes
+  again, as a process's first call of a scope does), alternating
   which goes first; and
   `graphs.get(scope)` alone both ways. The saving is the ratio of the p50s;
 - RSS (VmRSS now, and ru_maxrss: the peak of the whole process so far) and bytes stored (on disk, or
@@ -895,8 +895,8 @@ def measure_graph_cache(
 ) -> dict[str, Any]:
     """What the per-scope graph cache (store/graph.py, with the notes and vectors it keeps) saves: each
     query's recall with the cache as it is and with it defeated (`memory.graphs.forget()` just before
-    the call, outside its time: the call then reads the scope's events and the notes it reaches by id
-    again, as a process's first call of a scope does), query by
+    the call, outside its time: the call then reads the scope's events and scans its notes again, as
+    a process's first call of a scope does), query by
     query, alternating which goes first; then `graphs.get(scope)` alone, both ways. Query vectors
     precomputed, as in the main recall loop."""
     embedder.known = {q.text: list(v) for q, v in zip(corpus.queries, vectors, strict=True)}

@@ -7,11 +7,14 @@ for its version (well under a millisecond, and it sees other processes' commits)
 - the next version, made by this process's own append: the appended events are added in memory;
 - anything else (another process wrote, compaction, forget): that scope's events are read again.
 
-Beside the graphs, the notes (and vectors) that calls read by id are kept, up to `NOTES_KEPT`: a note's
-row never changes once written. Only `forget` removes one, after its `forgets` tombstone, which is
-never erased; so a kept note of another process's forget is never shown (the fold drops a note its
-tombstone names), and is let go once a graph holding that tombstone is read, or at this process's
-own forget.
+Beside the graphs, the notes are kept: a note's row never changes once written. A scope's notes are
+read in one scan (without their vectors) the first time a call needs some of them, and kept as one
+Arrow table, up to `ROWS_KEPT` notes over all scopes; notes written after that scan, and those of a
+scope too big to keep, are read by id and kept, up to `NOTES_KEPT` (and the vectors read with them).
+Only `forget` removes a note, after its `forgets` tombstone, which is never erased; so a kept note of
+another process's forget is never shown (the fold drops a note its tombstone names), and is let go
+(its scope's scan with it) once a graph holding that tombstone is read, or at this process's own
+forget.
 
 A graph may hold events whose notes are not readable: a note's row is the commit point of the
 edges written with it (README, "How it works"), so an edge whose note is not (or no longer)
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -32,10 +35,14 @@ import numpy as np
 
 from .ids import is_note_id
 from .model import Event, EventKind, Note
+from .tables import ScopeRows
 
-# Notes (and, apart, vectors) kept between calls, the least recently used let go first: at 20,000,
-# about 30 MiB of vectors (384 floats) and as much text.
+# Notes (and, apart, vectors) read by id and kept between calls, the least recently used let go first:
+# at 20,000, about 30 MiB of vectors (384 floats) and as much text.
 NOTES_KEPT = 20_000
+# Notes kept as their scopes' scans, over all scopes, the least recently used scope let go first: at
+# 250,000, about 80 MiB (the Arrow rows and an index by id). A bigger scope is read by id.
+ROWS_KEPT = 250_000
 
 V = TypeVar("V")
 
@@ -154,10 +161,17 @@ class Graphs:
     """The graphs of the scopes this process has touched, refreshed as the module docstring says, and
     the notes and vectors read by id (`notes`, `vectors`)."""
 
-    def __init__(self, version: Callable[[], int], read: Callable[[str], tuple[int, list[Event]]]) -> None:
+    def __init__(
+        self,
+        version: Callable[[], int],
+        read: Callable[[str], tuple[int, list[Event]]],
+        scan: Callable[[str, Collection[str]], ScopeRows | None],
+    ) -> None:
         self._version = version  # the events table's latest version
         self._read = read  # a scope's events, with the version they were read at
+        self._scan = scan  # a scope's notes but those named, in one scan
         self._graphs: dict[str, ScopeGraph] = {}
+        self._rows: OrderedDict[str, ScopeRows | None] = OrderedDict()  # None: too big to keep
         self._lock = threading.Lock()
         # A note a graph names may not be stored yet (its edges land first: module docstring): asked again.
         self.notes: Kept[Note] = Kept(absent_too=False)
@@ -179,6 +193,49 @@ class Graphs:
                 self._graphs[scope] = fresh
         return fresh
 
+    def notes_of(
+        self, scope: str, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, Note]]
+    ) -> dict[str, Note]:
+        """The notes of `ids` that exist (in `scope`): from the scope's scan, the others kept or read by
+        `read` (and kept)."""
+        ids = list(dict.fromkeys(ids))
+        rows = self._scope_rows(scope)
+        found = rows.get(ids) if rows is not None else {}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found |= self.notes.get(missing, read)
+        return found
+
+    def notes_anywhere(self, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, Note]]) -> dict[str, Note]:
+        """Notes of any scope by id, those that exist: from the scopes' scans or kept, the others read by
+        `read` (and kept)."""
+        found: dict[str, Note] = {}
+        with self._lock:
+            scans = [rows for rows in self._rows.values() if rows is not None]
+        ids = list(dict.fromkeys(ids))
+        for rows in scans:
+            found |= rows.get(i for i in ids if i not in found)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            found |= self.notes.get(missing, read)
+        return found
+
+    def _scope_rows(self, scope: str) -> ScopeRows | None:
+        with self._lock:
+            if scope in self._rows:
+                self._rows.move_to_end(scope)
+                return self._rows[scope]
+        graph = self.get(scope)  # its tombstones: a forgotten note whose row is not erased yet is left out
+        forgotten = {e.dst for e in graph.events.values() if e.kind is EventKind.FORGETS}
+        rows = self._scan(scope, forgotten)
+        if rows is None:
+            return None  # no notes yet: scanned again at the next call
+        with self._lock:
+            self._rows[scope] = rows if len(rows) <= ROWS_KEPT else None
+            while sum(len(r) for r in self._rows.values() if r is not None) > ROWS_KEPT:
+                self._rows.popitem(last=False)
+        return rows
+
     def appended(self, scope: str, events: Sequence[Event], version: int) -> None:
         """This process appended `events`, which made table `version`."""
         with self._lock:
@@ -194,10 +251,15 @@ class Graphs:
         forgotten = [e.dst for e in events if e.kind is EventKind.FORGETS]
         self.notes.drop(forgotten)
         self.vectors.drop(forgotten)
+        with self._lock:  # a scan that holds a forgotten note is let go whole: its text with it
+            holding = [s for s, rows in self._rows.items() if rows is not None and any(i in rows for i in forgotten)]
+            for scope in holding:
+                del self._rows[scope]
 
     def forget(self) -> None:
         """Drop every graph and kept note (after a delete): the next call of each scope reads it again."""
         with self._lock:
             self._graphs.clear()
+            self._rows.clear()
         self.notes.clear()
         self.vectors.clear()

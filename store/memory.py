@@ -104,7 +104,7 @@ class Memory:
         storage_options: dict[str, str] | None = None,
     ) -> None:
         self.tables = Tables(uri, storage_options)
-        self.graphs = Graphs(self.tables.events_version, self.tables.scope_events)
+        self.graphs = Graphs(self.tables.events_version, self.tables.scope_events, self.tables.scope_rows)
         self.embedder = embedder or SentenceTransformerEmbedder()
         self.clock = clock
         self.settings = settings or RetrievalSettings()
@@ -159,8 +159,8 @@ class Memory:
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
         candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, functools.partial(self._found, scope), self._vectors, note.text, scope,
-            None, searched, embedding.result,
+            self.tables, self.embedder, functools.partial(self._found, scope), note.text, scope, None, searched,
+            embedding.result,
         )  # fmt: skip
         vector = embedding.result()
         similar_to = [c for c in candidates.values() if c.qualified]
@@ -490,12 +490,11 @@ class Memory:
         graph = self.graphs.get(scope)
         known = {n.id: n for n in around}
         reached = graph.reachable(known)
-        notes = self.graphs.notes.get(reached - known.keys(), self._notes_and_their_vectors)
+        notes = self.graphs.notes_of(scope, reached - known.keys(), self._notes_and_their_vectors)
         return fold([*notes.values(), *known.values()], graph.around(reached), at)
 
     def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
-        """Notes by id; their vectors, where read along, kept for the exact similarities and the
-        near-duplicate pass that follow."""
+        """Notes by id; their vectors, where read along, kept for the near-duplicate pass."""
         notes, vectors = self.tables.notes_with_vectors(ids)
         self.graphs.vectors.put(vectors)
         return notes
@@ -505,7 +504,7 @@ class Memory:
         prerequisites reach (kept for the fold that follows: `_load`), all but those kept already. The
         graph is asked after the searches, so it holds the edges of every note they found (graph.py)."""
         wanted = self.graphs.get(scope).reachable(ids)
-        notes = self.graphs.notes.get(wanted, self._notes_and_their_vectors)
+        notes = self.graphs.notes_of(scope, wanted, self._notes_and_their_vectors)
         return {i: notes[i] for i in ids if i in notes}
 
     def _vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
@@ -519,9 +518,12 @@ class Memory:
         row is the commit point), and fold them into `before`."""
         new_notes = []
         if note is not None:
-            stored = note[0]
+            stored, vector, readable = note
             version = self.tables.add_notes([note], self.embedder.name, events)
             new_notes.append(stored)
+            self.graphs.notes.put({stored.id: stored})  # the next call that reaches it need not read it
+            if readable:
+                self.graphs.vectors.put({stored.id: np.asarray(vector, np.float32)})
         else:
             version = self.tables.add_events(events)
         if events and version is not None:
@@ -566,7 +568,7 @@ class Memory:
                 check_id(target, field, prefix=NOTE_PREFIX)
                 if target == src.id:
                     raise InvalidArgument(field, "a note cannot link to itself")
-        found = self.tables.notes(t for ids in fields.values() for t in ids)
+        found = self.graphs.notes_anywhere((t for ids in fields.values() for t in ids), self.tables.notes)
         for field, ids in fields.items():
             for target in ids:
                 if target not in found:
@@ -587,8 +589,10 @@ class Memory:
                     raise NotFound("note", target, field)
 
     def _note(self, note_id: str, field: str) -> Note:
+        """The note a write or a look names, kept or read (whether it still exists is for the fold to say:
+        a kept note another process forgot is dropped by its tombstone)."""
         check_id(note_id, field, prefix=NOTE_PREFIX)
-        found = self.tables.notes([note_id])
+        found = self.graphs.notes_anywhere([note_id], self.tables.notes)
         if note_id not in found:
             raise NotFound("note", note_id, field)
         return found[note_id]

@@ -15,12 +15,11 @@ What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
   hidden. `run` keeps a trace of every stage, so `why_excluded` explains exactly what
   `recall_chains` did rather than a second opinion of it.
 
-`run` takes `notes` that gives the notes the searches found by id (the caller reads them in one go
-with the notes their chains reach, and their stored embeddings where that costs little, or has them
-kept), a `load` that folds the chains and prerequisites reachable from the entry notes (the caller's
-lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id: recall's
-searches find ids and its notes are read by id (or come from what the caller kept), never a scope's
-whole history.
+`run` takes `notes` that gives the notes the searches found by id (the caller has them kept, or
+reads them in one go with the notes their chains reach), a `load` that folds the chains and prerequisites reachable from the entry notes (the caller's
+lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id (the heads'
+that the dense search did not return, for the near-duplicate pass): recall's searches find ids and
+its notes come by id from what the caller kept or reads, never from a scan of the scope per call.
 
 Stages:
 1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
@@ -92,6 +91,7 @@ class Candidate:
     text_rank: int | None = None
     score: float = 0.0
     qualified: bool = False
+    vector: np.ndarray | None = None  # the stored embedding, where the dense search read it along
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,6 @@ def find_candidates(
     tables: Tables,
     embedder: Embedder,
     notes: Callable[[Sequence[str]], Mapping[str, Note]],
-    vectors: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
     query: str,
     scope: str,
     as_of: datetime | None,
@@ -153,9 +152,9 @@ def find_candidates(
 ) -> tuple[dict[str, Candidate], bool]:
     """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied.
 
-    The searches find ids; `notes` reads the notes of both at once (or has them), and `vectors` the
-    stored embeddings that make the dense similarities exact where the store reads them along (the
-    vector index's are 8-bit estimates). `vector` gives the query's embedding when the dense search
+    The searches find ids; `notes` reads the notes of both at once (or has them). Where the store reads
+    the stored embeddings along with the dense hits, the dense similarities are made exact from them
+    (the vector index's are 8-bit estimates). `vector` gives the query's embedding when the dense search
     needs it (a remember's note is being embedded while its text is searched); without it the model
     embeds the query then."""
     tables.check_model(embedder.name)
@@ -171,13 +170,11 @@ def find_candidates(
         similarity = {h.id: h.score for h in dense}
     text_hits = searching_text.result()
     found = notes(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
-    if dense and tables.reads_vectors_along:
-        stored = vectors(h.id for h in dense if h.dense_ok)
-        similarity |= {i: _cosine(query_vector, v) for i, v in stored.items()}
+    similarity |= {h.id: _cosine(query_vector, h.vector) for h in dense if h.vector is not None}
     candidates: dict[str, Candidate] = {}
     dense_hits = [(h, similarity[h.id]) for h in dense if h.id in found]
     for rank, (hit, cosine) in _ranked(dense_hits, lambda h: (h[1], h[0].id)):
-        candidates[hit.id] = Candidate(found[hit.id], cosine, rank, hit.dense_ok)
+        candidates[hit.id] = Candidate(found[hit.id], cosine, rank, hit.dense_ok, vector=hit.vector)
     for rank, text_hit in _ranked([h for h in text_hits if h.id in found], lambda h: (h.score, h.id)):
         cand = candidates.setdefault(text_hit.id, Candidate(found[text_hit.id]))
         cand.text_score, cand.text_rank = text_hit.score, rank
@@ -233,7 +230,7 @@ def run(
     settings: RetrievalSettings = RetrievalSettings(),
 ) -> Trace:
     at = as_of or now
-    candidates, readable = find_candidates(tables, embedder, notes, vectors, query, scope, as_of, settings)
+    candidates, readable = find_candidates(tables, embedder, notes, query, scope, as_of, settings)
     entries = [c for c in candidates.values() if c.qualified]
     folded = load([c.note for c in entries], at)  # their chains and prerequisites, folded
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
@@ -253,8 +250,10 @@ def run(
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
     trace.chains = dependents_first(trace.chains)
-    # the heads' stored embeddings: mostly read along with the notes (and kept), the others read by id
-    head_vectors = vectors(h.id for c in trace.chains for h in c.heads)
+    # the heads' stored embeddings: those the dense search read along, the others kept or read by id
+    along = {i: c.vector for i, c in candidates.items() if c.vector is not None}
+    heads = [h.id for c in trace.chains for h in c.heads]
+    head_vectors = {**vectors(i for i in heads if i not in along), **{i: along[i] for i in heads if i in along}}
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
     omitted += [

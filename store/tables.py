@@ -19,6 +19,7 @@ which nothing ever shows (README, "How it works").
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import math
@@ -27,7 +28,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,6 +51,7 @@ from .model import Event, EventKind, Note
 if TYPE_CHECKING:
     from lance.dataset import LanceDataset
     from lancedb.db import DBConnection
+    from lancedb.index import IndexConfig
     from lancedb.table import Table
 
 log = logging.getLogger(__name__)
@@ -115,10 +117,14 @@ CREATE_ATTEMPTS = 6
 # process's first writes to it: a write to a table younger than this many versions checks that its
 # rows are there, and writes again those that are not (ids are the writer's: a copy is harmless).
 YOUNG_TABLE_VERSIONS = 32
-# Scalar indexes: every filter names one of these columns (see where.py).
+# Scalar indexes: every filter names one of these columns (see where.py), and the index type of each.
+# A scope is a value shared by many rows: as a search's prefilter, a bitmap of a 100k-note scope cost
+# 4-5 ms less a vector search and 3 ms less a full-text search than a B-tree, and as much as one with
+# 1,000 or 20,000 scopes (README, "Measured"). A store made with a B-tree there gets the bitmap at its
+# next upkeep (`upkeep_due`).
 SCALAR_INDEXES = {
-    NOTES: ("id", "scope", "recorded_at_us"),
-    EVENTS: ("id", "scope", "src", "dst"),
+    NOTES: {"id": "BTree", "scope": "Bitmap", "recorded_at_us": "BTree"},
+    EVENTS: {"id": "BTree", "scope": "Bitmap", "src": "BTree", "dst": "BTree"},
 }
 
 # The on-disk layout, column by column. Stores already made have it, so it is spelled out here, as
@@ -238,14 +244,41 @@ def _event_from_row(row: dict[str, Any]) -> Event:
 @dataclass(frozen=True)
 class Hit:
     """A note a search found: its id, its score (cosine similarity, the index's estimate of it where
-    the search went through the vector index; or the full-text score), and whether the model could
-    read its text (dense hits). A search selects no more than this and the notes are read by id
-    afterwards, all at once: each further column a search selects costs about as much again per row
-    (README, "Measured")."""
+    the search went through the vector index; or the full-text score), whether the model could read
+    its text, and its stored embedding where the store reads it along (`reads_vectors_along`; dense
+    hits). A search selects no more than this and the notes are read by id afterwards, all at once:
+    each further column a search selects costs about as much again per row (README, "Measured")."""
 
     id: str
     score: float
     dense_ok: bool = True
+    vector: np.ndarray | None = dataclasses.field(default=None, compare=False)
+
+
+class ScopeRows:
+    """A scope's notes as one scan read them: every column but the vector (about 220 bytes a note in
+    Arrow, 21 MiB for 100,000 notes), decoded only when asked for by id. Reading the same notes by id
+    from the table costs about 0.2 ms a note, each column a read of its own (README, "Measured")."""
+
+    def __init__(self, found: pa.Table, leave_out: Collection[str] = ()) -> None:
+        self._rows = found.combine_chunks()
+        self._at: dict[str, int] = {}
+        for position, note_id in enumerate(self._rows["id"].to_pylist()):
+            if note_id not in leave_out:
+                self._at.setdefault(note_id, position)  # a retried append's copy: the first row
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def __contains__(self, note_id: str) -> bool:
+        return note_id in self._at
+
+    def get(self, ids: Iterable[str]) -> dict[str, Note]:
+        """Those of `ids` it holds."""
+        positions = [self._at[i] for i in dict.fromkeys(ids) if i in self._at]
+        if not positions:
+            return {}
+        return {row["id"]: _note_from_row(row) for row in self._rows.take(positions).to_pylist()}
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -427,30 +460,37 @@ class Tables:
                 time.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def ensure_indexes(self, table: Table) -> None:
+    def ensure_indexes(self, table: Table, retype: bool = False) -> None:
         """Make the indexes a table is missing: at creation, and whenever a process opens the store,
-        so a crash between creating a table and indexing it cannot leave it unindexed. The notes
-        table's full-text index is how Chinese is found (the default model reads it as unknown
-        tokens); the scalar indexes make a call's cost depend on its own scope, not on others."""
-        from lancedb.index import FTS, BTree
+        so a crash between creating a table and indexing it cannot leave it unindexed; with `retype`
+        (upkeep, one process at a time), also replace an index of another type than SCALAR_INDEXES
+        says. The notes table's full-text index is how Chinese is found (the default model reads it
+        as unknown tokens); the scalar indexes make a call's cost depend on its own scope, not on
+        others."""
+        from lancedb.index import FTS, Bitmap, BTree
 
-        have = {tuple(index.columns) for index in table.list_indices()}
-        wanted: list[tuple[str, Any]] = [(column, None) for column in SCALAR_INDEXES[table.name]]
+        configs = {"BTree": BTree, "Bitmap": Bitmap}
+        wanted: dict[str, Any] = {column: configs[kind]() for column, kind in SCALAR_INDEXES[table.name].items()}
         if table.name == NOTES:
             # ICU word segmentation handles English (stemmed) and CJK.
-            wanted.append(("text", FTS(base_tokenizer="icu")))
-        for column, config in wanted:
+            wanted["text"] = FTS(base_tokenizer="icu")
+        if retype:
+            for index in _mistyped(table):
+                log.info("replacing the %s index %s of %s.%s", index.index_type, index.name, table.name, index.columns)
+                table.drop_index(index.name)
+        have = _indexed_columns(table)
+        for column, config in wanted.items():
             for attempt in range(CREATE_ATTEMPTS):
-                if (column,) in have:
+                if column in have:
                     break
                 try:
-                    table.create_index(column, config=config or BTree(), replace=False)
+                    table.create_index(column, config=config, replace=False)
                     break
                 except Exception as exc:
                     # Another process made it first, or made the table again under it: look again.
                     table.checkout_latest()
-                    have = {tuple(index.columns) for index in table.list_indices()}
-                    if (column,) not in have and attempt == CREATE_ATTEMPTS - 1:
+                    have = _indexed_columns(table)
+                    if column not in have and attempt == CREATE_ATTEMPTS - 1:
                         raise
                     log.info("indexing %s.%s met another process (%s); looking again", table.name, column, exc)
         if table.name == NOTES:
@@ -613,6 +653,14 @@ class Tables:
         version, rows = self._read(read)
         return version, [_event_from_row(row) for row in rows.to_pylist()]
 
+    def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
+        """Every note of a scope but those `leave_out` names, in one scan without the vectors (None while
+        the store has no notes table)."""
+        table = self.notes_table()
+        if table is None:
+            return None
+        return ScopeRows(self._scan(table, _NOTE_COLUMNS, where.scope_is(scope)), leave_out)
+
     def tombstone(self, note_id: str) -> Event | None:
         """The `forgets` event of a note, if it was forgotten."""
         clause = where.all_of(where.id_in([note_id], "dst"), where.kind_is(EventKind.FORGETS.value))
@@ -638,8 +686,9 @@ class Tables:
             nearest["use_index"] = False
         else:
             nearest["nprobes"] = VECTOR_PROBES
-        found = self._scan(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
-        return [Hit(r["id"], 1.0 - r["_distance"], bool(r["dense_ok"])) for r in _first_of_each_id(found.to_pylist())]
+        columns = ["id", "dense_ok", "_distance", *self._vector_column]
+        found = _rows_with_vectors(self._scan(table, columns, where.in_scope(scope, at), nearest=nearest))
+        return [Hit(r["id"], 1.0 - r["_distance"], bool(r["dense_ok"]), vector) for r, vector in found]
 
     @property
     def reads_vectors_along(self) -> bool:
@@ -745,6 +794,8 @@ class Tables:
                 return True
             if name == NOTES and self._vector_index_due(table):  # (outgrown partitions wait for a compaction)
                 return True
+            if _mistyped(table):
+                return True
         return False
 
     def compact_if_due(self) -> bool:
@@ -778,7 +829,7 @@ class Tables:
         cleanup."""
         table.checkout_latest()
         if not erasing:
-            self.ensure_indexes(table)
+            self.ensure_indexes(table, retype=True)
             if name == NOTES:
                 self._ensure_vector_index(table)
         dataset = self._dataset(table)
@@ -853,6 +904,21 @@ class Tables:
         if self._lease is not None:
             return self._lease.held(wait)
         return FileLock(os.path.join(self.uri, ".compact.lock"), timeout=wait)
+
+
+def _indexed_columns(table: Table) -> set[str]:
+    return {index.columns[0] for index in table.list_indices() if len(index.columns) == 1}
+
+
+def _mistyped(table: Table) -> list[IndexConfig]:
+    """A table's scalar indexes of another type than SCALAR_INDEXES says (a store made before it
+    said so)."""
+    wanted = SCALAR_INDEXES[table.name]
+    return [
+        index
+        for index in table.list_indices()
+        if len(index.columns) == 1 and wanted.get(index.columns[0], index.index_type) != index.index_type
+    ]
 
 
 def _has_vector_index(table: Table) -> bool:

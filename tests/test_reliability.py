@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder, tables
 from corrigenda.store.model import EventKind, NoteState
-from corrigenda.store.tables import EVENTS, NOTES, Tables
+from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
 from lancedb.table import LanceTable
 
 
@@ -292,7 +292,7 @@ def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(
     assert len(memory.recall("how do I drain the node?").chains) == 3
 
 
-def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_forgets_them(
+def test_a_scope_is_scanned_once_later_notes_are_read_by_id_and_a_forget_elsewhere_lets_go_of_the_scan(
     db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writer = Memory(db, embedder)
@@ -301,39 +301,51 @@ def test_notes_kept_between_calls_are_read_once_and_let_go_when_another_process_
         Draft(text="Invoices are retried nightly by the billing cron job"), depends_on=[base.id]
     ).note
     reader = Memory(db, embedder)
-    read: list[str] = []
-    reads: list[list[str]] = []
-    real_notes, real_vectors = reader.tables.notes_with_vectors, reader.tables.vectors
+    scans: list[ScopeRows | None] = []
+    by_id: list[list[str]] = []
+    vectors_read: list[str] = []
+    real_scan, real_notes, real_vectors = (
+        reader.tables.scope_rows,
+        reader.tables.notes_with_vectors,
+        reader.tables.vectors,
+    )
 
-    def notes(ids: Any) -> Any:
-        ids = list(ids)
-        read.extend(ids)
-        reads.append(sorted(ids))
-        return real_notes(ids)
+    def scan(scope: str, leave_out: Any = ()) -> ScopeRows | None:
+        scans.append(real_scan(scope, leave_out))
+        return scans[-1]
+
+    def notes(ids: Any, vectors: bool = True) -> Any:
+        by_id.append(sorted(ids))
+        return real_notes(by_id[-1], vectors)
 
     def vectors(ids: Any) -> Any:
-        ids = list(ids)
-        read.extend(ids)
+        vectors_read.extend(ids)
         return real_vectors(ids)
 
+    monkeypatch.setattr(reader.graphs, "_scan", scan)
     monkeypatch.setattr(reader.tables, "notes_with_vectors", notes)
     monkeypatch.setattr(reader.tables, "vectors", vectors)
     query = "when are invoices retried?"
     first = reader.recall(query).chains
-    assert [p.id for p in first[0].prerequisites] == [base.id]
-    # the search hits and the notes their chains reach, in one read; their vectors came along (for the
-    # exact similarities and the near-duplicate pass), so nothing was read again
-    assert reads == [sorted([base.id, needs.id])] and sorted(read) == sorted([base.id, needs.id])
-    read.clear()
-    again = reader.recall(query).chains
-    assert again == first and read == []  # the prerequisite was kept, with the vector read along
-    assert base.id in reader.graphs.notes and base.id in reader.graphs.vectors
-    reader.graphs.notes.put(real_notes([needs.id])[0])  # as a call that read it by id would have
+    assert [h.id for h in first[0].heads] == [needs.id] and [p.id for p in first[0].prerequisites] == [base.id]
+    # the scope's notes in one scan, nothing read by id; the dense search brought the vectors along
+    assert len(scans) == 1 and by_id == [] and vectors_read == []
+    assert reader.recall(query).chains == first and len(scans) == 1 and by_id == []
+
+    later = writer.remember(Draft(text="Failed invoices are retried three times"), depends_on=[base.id]).note
+    delivered = {h.id for c in reader.recall(query).chains for h in c.heads}
+    assert later.id in delivered and len(scans) == 1 and by_id == [[later.id]]  # written after the scan: by id
+    reader.recall(query)
+    assert by_id == [[later.id]] and later.id in reader.graphs.notes  # kept
+
     writer.forget(base.id, reason="wrong cluster, and it names an internal host")
     after = reader.recall(query).chains
-    assert [h.id for c in after for h in c.heads] == [needs.id] and after[0].prerequisites == []
-    assert base.id not in reader.graphs.notes and base.id not in reader.graphs.vectors
-    assert needs.id in reader.graphs.notes  # only the forgotten note let go
+    assert {h.id for c in after for h in c.heads} == {needs.id, later.id}
+    assert all(c.prerequisites == [] for c in after)
+    # the scan that held the forgotten note was let go with its text; the scope was scanned again
+    assert len(scans) == 2 and scans[1] is not None and base.id not in scans[1] and needs.id in scans[1]
+    assert later.id in reader.graphs.notes  # only the forgotten note let go
+    assert vectors_read == []
 
 
 def test_a_correction_read_between_its_two_appends_shows_once_its_note_lands(

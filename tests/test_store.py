@@ -29,6 +29,8 @@ from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
 from hypothesis import given
 from hypothesis import strategies as st
+from lancedb.index import BTree
+from lancedb.table import Table
 
 
 def test_the_store_refuses_another_model(db: str, memory: Memory) -> None:
@@ -185,10 +187,34 @@ def test_every_column_a_filter_uses_is_indexed_and_searches_use_the_index(memory
     memory.tables.compact()  # rows written after an index are covered from the next compaction
     notes, events = memory.tables.notes_table(), memory.tables.events_table()
     assert notes is not None
-    assert {c for index in notes.list_indices() for c in index.columns} == {"id", "scope", "recorded_at_us", "text"}
-    assert {c for index in events.list_indices() for c in index.columns} == {"id", "scope", "src", "dst"}
+    assert _index_types(notes) == {"id": "BTree", "scope": "Bitmap", "recorded_at_us": "BTree", "text": "FTS"}
+    assert _index_types(events) == {"id": "BTree", "scope": "Bitmap", "src": "BTree", "dst": "BTree"}
     plan = notes.search([0.0] * 384, vector_column_name="vector").where(where.in_scope("ops"), prefilter=True)
     assert "ScalarIndexQuery: query=[scope = ops]@scope_idx" in plan.explain_plan(verbose=True)
+
+
+def _index_types(table: Table) -> dict[str, str]:
+    return {index.columns[0]: index.index_type for index in table.list_indices()}
+
+
+def test_a_store_made_with_a_btree_on_scope_gets_the_bitmap_at_its_next_upkeep(memory: Memory) -> None:
+    memory.import_notes([Draft(text=f"Host {i} runs the build") for i in range(5)], scope="ops")
+    note_id = memory.remember(Draft(text="The deploy key rotates monthly"), scope="ops").note.id
+    memory.tables.compact()
+    assert not memory.tables.upkeep_due()
+    notes, events = memory.tables.notes_table(), memory.tables.events_table()
+    assert notes is not None
+    for table in (notes, events):  # as a store made before the bitmap was chosen has them
+        table.drop_index("scope_idx")
+        table.create_index("scope", config=BTree())
+    assert _index_types(notes)["scope"] == _index_types(events)["scope"] == "BTree"
+
+    assert memory.tables.upkeep_due()
+    assert memory.tables.compact()
+    assert _index_types(notes)["scope"] == _index_types(events)["scope"] == "Bitmap"
+    assert not memory.tables.upkeep_due()
+    assert [c.heads[0].id for c in memory.recall("deploy key", scope="ops").chains][:1] == [note_id]
+    assert memory.recall("deploy key", scope="elsewhere").chains == []
 
 
 def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactly(
@@ -217,12 +243,12 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     )
     assert len({h.id for h in approximate} & set(exact["id"].to_pylist())) >= 19
     # the index's similarities are 8-bit estimates; recall's candidates have exact ones, from the
-    # stored vectors read along with their notes
+    # stored vectors the search reads along
     exact_similarity = {i: 1 - d for i, d in zip(exact["id"].to_pylist(), exact["_distance"].to_pylist(), strict=True)}
     assert any(abs(h.score - exact_similarity[h.id]) > 1e-5 for h in approximate if h.id in exact_similarity)
     candidates, _ = recall.find_candidates(
-        memory.tables, memory.embedder, partial(memory._found, "big"), memory._vectors, "which host runs the billing export?",
-        "big", None, RetrievalSettings(per_retriever=20),
+        memory.tables, memory.embedder, partial(memory._found, "big"), "which host runs the billing export?", "big",
+        None, RetrievalSettings(per_retriever=20),
     )  # fmt: skip
     dense = sorted((c for c in candidates.values() if c.dense_rank is not None), key=lambda c: c.dense_rank or 0)
     assert len(dense) == 20 and len({c.note.id for c in dense} & exact_similarity.keys()) >= 19

@@ -196,15 +196,18 @@ class Graphs:
     def notes_of(
         self, scope: str, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, Note]]
     ) -> dict[str, Note]:
-        """The notes of `ids` that exist (in `scope`): from the scope's scan, the others kept or read by
-        `read` (and kept)."""
-        ids = list(dict.fromkeys(ids))
-        rows = self._scope_rows(scope)
-        found = rows.get(ids) if rows is not None else {}
-        missing = [i for i in ids if i not in found]
-        if missing:
-            found |= self.notes.get(missing, read)
-        return found
+        """The notes of `ids` that exist (in `scope`): those kept, the others from the scope's scan or
+        read by `read` (and kept: a note taken from the scan is decoded once)."""
+
+        def scanned_or_read(missing: list[str]) -> dict[str, Note]:
+            rows = self._scope_rows(scope)
+            found = rows.get(missing) if rows is not None else {}
+            rest = [i for i in missing if i not in found]
+            if rest:
+                found |= read(rest)
+            return found
+
+        return self.notes.get(ids, scanned_or_read)
 
     def notes_anywhere(self, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, Note]]) -> dict[str, Note]:
         """Notes of any scope by id, those that exist: from the scopes' scans or kept, the others read by

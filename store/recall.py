@@ -18,7 +18,7 @@ What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
 `run` takes `notes` that gives the notes the searches found by id (the caller has them kept, or
 reads them in one go with the notes their chains reach), a `load` that folds the chains and prerequisites reachable from the entry notes (the caller's
 lifecycle graph, see graph.py), and `vectors` that gives notes' stored embeddings by id (the heads'
-that the dense search did not return, for the near-duplicate pass): recall's searches find ids and
+that the searches did not return, for the near-duplicate pass): recall's searches find ids and
 its notes come by id from what the caller kept or reads, never from a scan of the scope per call.
 
 Stages:
@@ -91,7 +91,7 @@ class Candidate:
     text_rank: int | None = None
     score: float = 0.0
     qualified: bool = False
-    vector: np.ndarray | None = None  # the stored embedding, where the dense search read it along
+    vector: np.ndarray | None = None  # the stored embedding, where the searches read it along
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def find_candidates(
     for rank, (hit, cosine) in _ranked(dense_hits, lambda h: (h[1], h[0].id)):
         candidates[hit.id] = Candidate(found[hit.id], cosine, rank, hit.dense_ok, vector=hit.vector)
     for rank, text_hit in _ranked([h for h in text_hits if h.id in found], lambda h: (h.score, h.id)):
-        cand = candidates.setdefault(text_hit.id, Candidate(found[text_hit.id]))
+        cand = candidates.setdefault(text_hit.id, Candidate(found[text_hit.id], vector=text_hit.vector))
         cand.text_score, cand.text_rank = text_hit.score, rank
     for cand in candidates.values():
         cand.score = sum(1.0 / (RRF_K + r) for r in (cand.dense_rank, cand.text_rank) if r is not None)
@@ -250,7 +250,7 @@ def run(
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
     trace.chains = dependents_first(trace.chains)
-    # the heads' stored embeddings: those the dense search read along, the others kept or read by id
+    # the heads' stored embeddings: those the searches read along, the others kept or read by id
     along = {i: c.vector for i, c in candidates.items() if c.vector is not None}
     heads = [h.id for c in trace.chains for h in c.heads]
     head_vectors = {**vectors(i for i in heads if i not in along), **{i: along[i] for i in heads if i in along}}

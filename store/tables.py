@@ -245,8 +245,8 @@ def _event_from_row(row: dict[str, Any]) -> Event:
 class Hit:
     """A note a search found: its id, its score (cosine similarity, the index's estimate of it where
     the search went through the vector index; or the full-text score), whether the model could read
-    its text, and its stored embedding where the store reads it along (`reads_vectors_along`; dense
-    hits). A search selects no more than this and the notes are read by id afterwards, all at once:
+    its text, and its stored embedding where the store reads it along (`reads_vectors_along`: for the
+    exact similarities and the near-duplicate pass). A search selects no more than this and the notes are read by id afterwards, all at once:
     each further column a search selects costs about as much again per row (README, "Measured")."""
 
     id: str
@@ -725,10 +725,11 @@ class Tables:
         table = self.notes_table()
         if table is None or not query.strip():
             return []
+        columns = ["id", "_score", "dense_ok", *self._vector_column]
         found = self._scan(
-            table, ["id", "_score"], where.in_scope(scope, at), full_text_query=MatchQuery(query, "text"), limit=limit
+            table, columns, where.in_scope(scope, at), full_text_query=MatchQuery(query, "text"), limit=limit
         )
-        return [Hit(r["id"], float(r["_score"])) for r in _first_of_each_id(found.to_pylist())]
+        return [Hit(r["id"], float(r["_score"]), bool(r["dense_ok"]), v) for r, v in _rows_with_vectors(found)]
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()

@@ -328,7 +328,7 @@ def test_a_scope_is_scanned_once_later_notes_are_read_by_id_and_a_forget_elsewhe
     query = "when are invoices retried?"
     first = reader.recall(query).chains
     assert [h.id for h in first[0].heads] == [needs.id] and [p.id for p in first[0].prerequisites] == [base.id]
-    # the scope's notes in one scan, nothing read by id; the dense search brought the vectors along
+    # the scope's notes in one scan, nothing read by id; the searches brought the vectors along
     assert len(scans) == 1 and by_id == [] and vectors_read == []
     assert reader.recall(query).chains == first and len(scans) == 1 and by_id == []
 
@@ -342,9 +342,11 @@ def test_a_scope_is_scanned_once_later_notes_are_read_by_id_and_a_forget_elsewhe
     after = reader.recall(query).chains
     assert {h.id for c in after for h in c.heads} == {needs.id, later.id}
     assert all(c.prerequisites == [] for c in after)
-    # the scan that held the forgotten note was let go with its text; the scope was scanned again
-    assert len(scans) == 2 and scans[1] is not None and base.id not in scans[1] and needs.id in scans[1]
-    assert later.id in reader.graphs.notes  # only the forgotten note let go
+    assert base.id not in reader.graphs.notes and later.id in reader.graphs.notes  # only the forgotten note let go
+    # and the scan that held it, with its text: with nothing kept, the scope is scanned again
+    reader.graphs.notes.clear()
+    assert {h.id for c in reader.recall(query).chains for h in c.heads} == {needs.id, later.id}
+    assert len(scans) == 2 and scans[1] is not None and base.id not in scans[1] and later.id in scans[1]
     assert vectors_read == []
 
 

@@ -246,8 +246,9 @@ class Hit:
     """A note a search found: its id, its score (cosine similarity, the index's estimate of it where
     the search went through the vector index; or the full-text score), whether the model could read
     its text, and its stored embedding where the store reads it along (`reads_vectors_along`: for the
-    exact similarities and the near-duplicate pass). A search selects no more than this and the notes are read by id afterwards, all at once:
-    each further column a search selects costs about as much again per row (README, "Measured")."""
+    exact similarities and the near-duplicate pass). A search selects no more than this and the notes
+    are found by id afterwards, all at once: each further column a search selects costs about as much
+    again per row (README, "Measured")."""
 
     id: str
     score: float

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +18,7 @@ from corrigenda.store import (
     Memory,
     ModelMismatch,
     SentenceTransformerEmbedder,
+    graph,
     recall,
     tables,
     where,
@@ -336,3 +338,41 @@ def test_warming_calls_back_once_the_model_is_loaded_and_even_when_warming_faile
     monkeypatch.setattr(memory.tables, "check_model", refused)
     memory.warm(then=lambda: steps.append("then")).join(timeout=120)
     assert steps == ["then"]
+
+
+def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(graph, "ROWS_KEPT", 4)
+    small = {
+        s: memory.import_notes([Draft(text=f"{s} host {i} runs the build") for i in range(3)], scope=s) for s in "ab"
+    }
+    big = memory.import_notes([Draft(text=f"Big host {i} runs the build") for i in range(5)], scope="big")
+    scans: list[str] = []
+    by_id: list[str] = []
+    real_scan, real_notes = memory.graphs._scan, memory.tables.notes_with_vectors
+
+    def scan(scope: str, leave_out: Any = ()) -> Any:
+        scans.append(scope)
+        return real_scan(scope, leave_out)
+
+    def notes(ids: Any, vectors: bool = True) -> Any:
+        by_id.extend(ids)
+        return real_notes(ids, vectors)
+
+    monkeypatch.setattr(memory.graphs, "_scan", scan)
+    monkeypatch.setattr(memory.tables, "notes_with_vectors", notes)
+
+    def recall_without_kept_notes(scope: str) -> set[str]:
+        memory.graphs.notes.clear()  # so every note comes from a scan, or by id
+        return {h.id for c in memory.recall("which host runs the build?", scope=scope).chains for h in c.heads}
+
+    assert recall_without_kept_notes("a") == {n.id for n in small["a"]} and scans == ["a"] and by_id == []
+    assert recall_without_kept_notes("a") == {n.id for n in small["a"]} and scans == ["a"]  # kept
+    assert recall_without_kept_notes("b") == {n.id for n in small["b"]} and scans == ["a", "b"]
+    recall_without_kept_notes("a")  # 3 + 3 > 4: a's scan was let go for b's
+    assert scans == ["a", "b", "a"] and by_id == []
+    # 5 > 4: scanned once, then read by id (and kept)
+    assert recall_without_kept_notes("big") == {n.id for n in big} and scans[-1] == "big" and by_id == []
+    assert recall_without_kept_notes("big") == {n.id for n in big} and scans.count("big") == 1
+    assert sorted(by_id) == sorted(n.id for n in big)

@@ -158,8 +158,8 @@ class Kept(Generic[V]):
 
 
 class Graphs:
-    """The graphs of the scopes this process has touched, refreshed as the module docstring says, and
-    the notes and vectors read by id (`notes`, `vectors`)."""
+    """The graphs of the scopes this process has touched, refreshed as the module docstring says, the
+    scopes' scans of their notes, and the notes and vectors read by id (`notes`, `vectors`)."""
 
     def __init__(
         self,

@@ -9,18 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .fold import Fold
-from .model import Event, EventKind, Note, NoteState
+from .model import Event, Note, NoteState
 from .views import Chain, Entry, EventView, HistoryEntry, NoteView, Prerequisite
 
 
 def note_view(note: Note, folded: Fold) -> NoteView:
     status = folded.status[note.id]
-    refines = [e.dst for e in folded.events if e.kind is EventKind.REFINES and e.src == note.id]
     return NoteView(
         **note.model_dump(),
         state=status.state,
         reinstated_by=status.reinstated_by.id if status.reinstated_by else None,
-        refines=refines,
+        refines=folded.refines(note.id),
     )
 
 

@@ -59,7 +59,8 @@ class Fold:
     conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # set-aside supersedes → the cycle it closes
     _component: dict[str, str] = field(default_factory=dict)
     _members: dict[str, list[str]] = field(default_factory=dict)
-    _refines: dict[str, set[str]] = field(default_factory=dict)
+    _refines: dict[str, set[str]] = field(default_factory=dict)  # refines edges, both ways
+    _out: dict[tuple[EventKind, str], list[str]] = field(default_factory=dict)  # (kind, src) → dsts, oldest first
 
     def in_force(self, event: Event) -> bool:
         return event.id not in self.retracted_by and event.id not in self.conflicts
@@ -70,6 +71,10 @@ class Fold:
 
     def state(self, note_id: str) -> NoteState:
         return self.status[note_id].state
+
+    def chain_id(self, note_id: str) -> str:
+        """The id of a note's chain (`chain(note_id).id`, without working out its heads)."""
+        return self._members.get(self._component.get(note_id, note_id), [note_id])[0]
 
     def chain(self, note_id: str) -> ChainFold:
         root = self._component.get(note_id, note_id)
@@ -83,7 +88,11 @@ class Fold:
 
     def depends_on(self, note_id: str) -> list[str]:
         """Direct prerequisites of a note, oldest link first."""
-        return [e.dst for e in self.events if e.kind is EventKind.DEPENDS_ON and e.src == note_id]
+        return self._out.get((EventKind.DEPENDS_ON, note_id), [])
+
+    def refines(self, note_id: str) -> list[str]:
+        """The notes a note refines, oldest link first."""
+        return self._out.get((EventKind.REFINES, note_id), [])
 
     def events_of(self, note_ids: Iterable[str]) -> list[Event]:
         """Every visible event that touches these notes, or retracts an event that does."""
@@ -198,6 +207,8 @@ def _link_chains(result: Fold, by_id: Mapping[str, Event]) -> None:
             parent[max(ra, rb)] = min(ra, rb)
 
     for e in result.events:
+        if e.src is not None and e.kind in (EventKind.DEPENDS_ON, EventKind.REFINES):
+            result._out.setdefault((e.kind, e.src), []).append(e.dst)
         if e.kind not in _CHAIN_EDGES:
             continue
         if e.kind is EventKind.REFINES and e.src is not None:

@@ -170,7 +170,9 @@ def find_candidates(
         similarity = {h.id: h.score for h in dense}
     text_hits = searching_text.result()
     found = notes(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
-    similarity |= {h.id: _cosine(query_vector, h.vector) for h in dense if h.vector is not None}
+    stored = [h for h in dense if h.vector is not None]  # (none when the model could not read the query)
+    if stored:
+        similarity |= dict(zip([h.id for h in stored], _cosines(query_vector, [h.vector for h in stored]), strict=True))
     candidates: dict[str, Candidate] = {}
     dense_hits = [(h, similarity[h.id]) for h in dense if h.id in found]
     for rank, (hit, cosine) in _ranked(dense_hits, lambda h: (h[1], h[0].id)):
@@ -191,9 +193,12 @@ def find_candidates(
     return {c.note.id: c for c in ordered}, readable
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(np.dot(a, b)) / norms if norms else 0.0
+def _cosines(query: np.ndarray, vectors: Sequence[np.ndarray | None]) -> list[float]:
+    """The cosine of `query` with each of `vectors`, in one product (0 for a zero vector)."""
+    rows = np.stack([np.asarray(v, np.float64) for v in vectors])
+    norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(query)
+    dots = rows @ query
+    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
 
 
 H = TypeVar("H")
@@ -240,7 +245,7 @@ def run(
     for cand in entries:  # best first
         if cand.note.id not in folded.notes:
             continue
-        chain_id = folded.chain(cand.note.id).id
+        chain_id = folded.chain_id(cand.note.id)
         weight = settings.chain_evidence if chain_id in reached else 1.0
         reached[chain_id] = reached.get(chain_id, 0.0) + weight * cand.score
         best.setdefault(chain_id, cand)
@@ -283,12 +288,16 @@ def dependents_first(chains: Sequence[Chain]) -> list[Chain]:
     """
     head_of = {h.id: c.chain_id for c in chains for h in c.heads}
     needs = {c.chain_id: {head_of[p.id] for p in c.prerequisites if p.id in head_of} for c in chains}
+    needed_by: dict[str, list[int]] = defaultdict(list)  # chain id → positions of the chains that need it
+    for position, chain in enumerate(chains):
+        for needed in needs[chain.chain_id]:
+            needed_by[needed].append(position)
     ordered: list[Chain] = []
     taken: set[str] = set()
     for position, chain in enumerate(chains):
         if chain.chain_id in taken:
             continue
-        waiting = [c for c in chains[position + 1 :] if c.chain_id not in taken and chain.chain_id in needs[c.chain_id]]
+        waiting = [chains[p] for p in needed_by[chain.chain_id] if p > position and chains[p].chain_id not in taken]
         while waiting:  # the most dependent first: nothing still waiting needs it
             free = [c for c in waiting if not any(c.chain_id in needs[o.chain_id] for o in waiting if o is not c)]
             first = (free or waiting)[0]  # `or`: notes that depend on each other in a cycle

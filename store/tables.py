@@ -392,8 +392,8 @@ class Tables:
 
     def _catch_up(self, table: Table, written: int | None = None) -> None:
         """Move a table's view forward: to the latest version, and the LanceDB table with it when that
-        is new (for its own reads: indexes, row counts); or to the version `written` by this process,
-        where the LanceDB table is already. With nothing new it costs a look at the latest version."""
+        is new (writes and upkeep go through it); or to the version `written` by this process, where
+        the LanceDB table is already. With nothing new it costs a look at the latest version."""
         view = self._view(table)
         wanted = view.latest_version if written is None else written
         if view.version < wanted:
@@ -525,7 +525,7 @@ class Tables:
             _row(note, _NOTE_STORED) | {"dense_ok": dense_ok, "vector": list(vector)}
             for note, vector, dense_ok in notes
         ]
-        self._append(table, pa.Table.from_pylist(rows, schema=table.schema))
+        self._append(table, pa.Table.from_pylist(rows, schema=self._view(table).schema))
         self._wrote()
         return version
 
@@ -744,7 +744,8 @@ class Tables:
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()
-        return {"notes": table.count_rows() if table is not None else 0, "events": self.events_table().count_rows()}
+        notes = self._view(table).count_rows() if table is not None else 0
+        return {"notes": notes, "events": self._view(self.events_table()).count_rows()}
 
     # -- reading whole scopes: browsing and export (browse.py, transfer.py), not recall ----------
 

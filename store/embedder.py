@@ -105,7 +105,13 @@ class SentenceTransformerEmbedder:
 
     def readable(self, text: str) -> bool:
         tokenizer = self._load().tokenizer
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        # A fast tokenizer's own encoder, for one text: the wrapper's call encodes it as a batch, on a
+        # thread pool, which cost 0.7-1.7 ms per recall on the loaded 2-core machine (the same ids).
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            ids = backend.encode(text, add_special_tokens=False).ids
+        else:
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if not ids:
             return False
         unknown = sum(1 for i in ids if i == tokenizer.unk_token_id)

@@ -391,15 +391,21 @@ class Tables:
                 self._read(partial(self._catch_up, table))
 
     def _catch_up(self, table: Table, written: int | None = None) -> None:
-        """Move a table's view forward: to the latest version, and the LanceDB table with it when that
-        is new (writes and upkeep go through it); or to the version `written` by this process, where
-        the LanceDB table is already. With nothing new it costs a look at the latest version."""
+        """Move a table's view forward: to the latest version, or to the version `written` by this
+        process. With nothing new it costs a look at the latest version. The LanceDB table, which
+        writes, deletes and upkeep go through, is moved where they are (`_writable`, `_dataset`)."""
         view = self._view(table)
         wanted = view.latest_version if written is None else written
         if view.version < wanted:
             self._views[table.name] = view.checkout_version(wanted)  # (two threads may both move it)
-            if written is None:
-                table.checkout_latest()
+
+    def _writable(self, table: Table) -> Table:
+        """The LanceDB table at least at its view's version, for a write: Lance checks a commit against
+        every version since the one it was made on (on an object store, a read each), so a table
+        left where it was opened would make a reading server's next write check them all."""
+        if table.version < self._view(table).version:
+            table.checkout_latest()
+        return table
 
     def _table_names(self) -> set[str]:
         return set(self.db.list_tables().tables)
@@ -539,7 +545,7 @@ class Tables:
     def _append(self, table: Table, rows: pa.Table) -> int:
         """Append rows in one write; in a young table, make sure they are there (YOUNG_TABLE_VERSIONS).
         Returns the table version that holds them."""
-        version = int(table.add(rows).version)
+        version = int(self._writable(table).add(rows).version)
         self._catch_up(table, version)  # this operation's reads from now on see what it wrote
         for _ in range(CREATE_ATTEMPTS):
             if version > YOUNG_TABLE_VERSIONS:
@@ -555,7 +561,7 @@ class Tables:
                 table.name,
             )
             rows = rows.filter(pc.invert(pc.is_in(rows["id"], pa.array(sorted(there), pa.string()))))
-            version = int(table.add(rows).version)
+            version = int(self._writable(table).add(rows).version)
         return version
 
     def erase(self, note_id: str) -> list[str]:
@@ -580,9 +586,9 @@ class Tables:
             removed = sorted(set(first) | set(second["id"].to_pylist()))
             notes = self.notes_table()
             if notes is not None:
-                _until_committed(lambda: notes.delete(where.id_in([note_id])), ERASE_WAIT)
+                _until_committed(partial(_delete, notes, where.id_in([note_id])), ERASE_WAIT)
             if removed:
-                _until_committed(lambda: events.delete(where.id_in(removed)), ERASE_WAIT)
+                _until_committed(partial(_delete, events, where.id_in(removed)), ERASE_WAIT)
             for name, table in tables.items():
                 # Rewrite every file holding a deleted row, this call's or an interrupted call's
                 # (whose delete landed but whose rewrite did not), then the indexes, then drop the
@@ -720,6 +726,7 @@ class Tables:
             if now - self._vector_index_checked < SCOPE_SIZE_TTL:
                 return True
             self._vector_index_checked = now
+            table.checkout_latest()  # another process may have made it since this one looked
             self._vector_indexed = _has_vector_index(table)
             if not self._vector_indexed:
                 return True
@@ -788,9 +795,8 @@ class Tables:
     def _dataset(self, table: Table) -> LanceDataset:
         """The latest version of a table as a Lance dataset: upkeep needs what LanceDB does not offer
         (compaction that leaves big fragments alone, cleanup that lists every file)."""
-        dataset = table.to_lance()
-        dataset.checkout_latest()
-        return dataset
+        table.checkout_latest()  # and the LanceDB table with it, for upkeep's reads through it
+        return table.to_lance()
 
     def fragments(self) -> dict[str, int]:
         return {name: len(self._dataset(table).get_fragments()) for name, table in self._tables().items()}
@@ -932,6 +938,13 @@ def _mistyped(table: Table) -> list[IndexConfig]:
         for index in table.list_indices()
         if len(index.columns) == 1 and wanted.get(index.columns[0], index.index_type) != index.index_type
     ]
+
+
+def _delete(table: Table, clause: str) -> None:
+    """Delete the rows matching `clause` in the latest version: the rows other processes appended
+    since this one last looked included."""
+    table.checkout_latest()
+    table.delete(clause)
 
 
 def _has_vector_index(table: Table) -> bool:

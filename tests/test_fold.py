@@ -202,3 +202,19 @@ def test_supersessions_alone_never_leave_a_chain_without_a_current_note(
     f = fold(notes, only, t(100))
     for n in f.notes:
         assert f.chain(n).heads, f"chain of {n} has no head: {f.conflicts}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(0, 30))
+def test_a_notes_edges_and_chain_id_are_read_off_the_visible_events(
+    history: tuple[list[Note], list[Event]], cut: int
+) -> None:
+    """The fold answers `depends_on`, `refines` and `chain_id` from what it indexed once: the same as
+    reading them off the events visible at that time, oldest link first."""
+    notes, events = history
+    f = fold(notes, events, t(N_NOTES + cut))
+    for n in f.notes:
+        for kind, found in ((EventKind.DEPENDS_ON, f.depends_on(n)), (EventKind.REFINES, f.refines(n))):
+            assert found == [e.dst for e in f.events if e.kind is kind and e.src == n]
+        assert f.chain_id(n) == f.chain(n).id
+    assert f.depends_on("no such note") == [] and f.chain_id("no such note") == "no such note"

@@ -249,16 +249,18 @@ def run(
         weight = settings.chain_evidence if chain_id in reached else 1.0
         reached[chain_id] = reached.get(chain_id, 0.0) + weight * cand.score
         best.setdefault(chain_id, cand)
+    # the heads' stored embeddings, for the near-duplicate pass: those the searches read along, the
+    # others kept or read by id, while the chains are built
+    along = {i: c.vector for i, c in candidates.items() if c.vector is not None}
+    heads = [h for c in best.values() for h in folded.chain(c.note.id).heads]
+    reading = _SEARCHES.submit(vectors, [i for i in heads if i not in along])
     for chain_id in sorted(reached, key=lambda c: (-round(reached[c], 9), -best[c].score, c)):
         cand = best[chain_id]
         entry = Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity, chain_score=reached[chain_id])
         trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
 
     trace.chains = dependents_first(trace.chains)
-    # the heads' stored embeddings: those the searches read along, the others kept or read by id
-    along = {i: c.vector for i, c in candidates.items() if c.vector is not None}
-    heads = [h.id for c in trace.chains for h in c.heads]
-    head_vectors = {**vectors(i for i in heads if i not in along), **{i: along[i] for i in heads if i in along}}
+    head_vectors = {**reading.result(), **{i: along[i] for i in heads if i in along}}
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
     omitted += [

@@ -68,6 +68,29 @@ def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:
     assert memory.tables.compact() is True
 
 
+def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_version(
+    db: str, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Another `Memory` on the store stands for another process. A call moves the tables' views (what
+    reads go to) to the latest version; the LanceDB table that writes go through is moved only before
+    a write, so a reader's calls make no LanceDB call and its first write still lands on top of
+    every version since."""
+    writer = memory
+    first = writer.remember(Draft(text="The build server is ci-3")).note
+    reader = Memory(db, embedder)
+    assert [h.id for c in reader.recall("build server").chains for h in c.heads] == [first.id]
+    opened_at = reader.tables.notes_table().version  # type: ignore[union-attr]
+    later = [writer.remember(Draft(text=f"Runner {i} builds the docs on Tuesdays")).note.id for i in range(4)]
+    assert reader.stats()["notes"] == 5  # its next call sees them
+    assert reader.history(later[-1]).note.id == later[-1]
+    assert reader.tables.notes_table().version == opened_at  # type: ignore[union-attr]
+    own = reader.remember(Draft(text="The deploy server is cd-1")).note
+    assert reader.tables.notes_table().version > writer.tables.notes_table().version  # type: ignore[union-attr]
+    ids = reader.tables.notes_table().to_arrow()["id"].to_pylist()  # type: ignore[union-attr]
+    assert sorted(ids) == sorted([first.id, *later, own.id])
+    assert writer.history(own.id).note.text == "The deploy server is cd-1"
+
+
 def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransformerEmbedder) -> None:
     note = memory.remember(Draft(text="The VPN gateway is vpn-2")).note
     stored = memory.tables.notes([note.id])[note.id]

@@ -170,9 +170,9 @@ def find_candidates(
         similarity = {h.id: h.score for h in dense}
     text_hits = searching_text.result()
     found = notes(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
-    stored = [h for h in dense if h.vector is not None]  # (none when the model could not read the query)
+    stored = {h.id: h.vector for h in dense if h.vector is not None}  # (none when the model could not read the query)
     if stored:
-        similarity |= dict(zip([h.id for h in stored], _cosines(query_vector, [h.vector for h in stored]), strict=True))
+        similarity |= dict(zip(stored, _cosines(query_vector, list(stored.values())), strict=True))
     candidates: dict[str, Candidate] = {}
     dense_hits = [(h, similarity[h.id]) for h in dense if h.id in found]
     for rank, (hit, cosine) in _ranked(dense_hits, lambda h: (h[1], h[0].id)):
@@ -193,7 +193,7 @@ def find_candidates(
     return {c.note.id: c for c in ordered}, readable
 
 
-def _cosines(query: np.ndarray, vectors: Sequence[np.ndarray | None]) -> list[float]:
+def _cosines(query: np.ndarray, vectors: Sequence[np.ndarray]) -> list[float]:
     """The cosine of `query` with each of `vectors`, in one product (0 for a zero vector)."""
     rows = np.stack([np.asarray(v, np.float64) for v in vectors])
     norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(query)

@@ -393,7 +393,8 @@ class Tables:
     def _catch_up(self, table: Table, written: int | None = None) -> None:
         """Move a table's view forward: to the latest version, or to the version `written` by this
         process. With nothing new it costs a look at the latest version. The LanceDB table, which
-        writes, deletes and upkeep go through, is moved where they are (`_writable`, `_dataset`)."""
+        writes, deletes and upkeep go through, is moved where they are (`_writable`, `_delete`,
+        `_dataset`, and the look for a vector index in `_searched_exactly`)."""
         view = self._view(table)
         wanted = view.latest_version if written is None else written
         if view.version < wanted:

@@ -152,31 +152,22 @@ def find_candidates(
 ) -> tuple[dict[str, Candidate], bool]:
     """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied.
 
-    The searches find ids; `notes` reads the notes of both at once (or has them). Where the store reads
-    the stored embeddings along with the dense hits, the dense similarities are made exact from them
-    (the vector index's are 8-bit estimates). `vector` gives the query's embedding when the dense search
-    needs it (a remember's note is being embedded while its text is searched); without it the model
-    embeds the query then."""
+    The searches find ids; `notes` reads the notes of both at once (or has them). `vector` gives the
+    query's embedding when the dense search needs it (a remember's note is being embedded while its
+    text is searched); without it the model embeds the query then."""
     tables.check_model(embedder.name)
     # the full-text search runs while the query is embedded and searched by vector
     searching_text = _SEARCHES.submit(tables.text_search, query, scope, as_of, settings.per_retriever)
     readable = embedder.readable(query)
     dense: list[Hit] = []
-    similarity: dict[str, float] = {}
     if readable:
         embedded = vector() if vector is not None else embedder.embed([query])[0]
-        query_vector = np.asarray(embedded, np.float64)
         dense = tables.vector_search(embedded, scope, as_of, settings.per_retriever)
-        similarity = {h.id: h.score for h in dense}
     text_hits = searching_text.result()
     found = notes(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
-    stored = {h.id: h.vector for h in dense if h.vector is not None}  # (none when the model could not read the query)
-    if stored:
-        similarity |= dict(zip(stored, _cosines(query_vector, list(stored.values())), strict=True))
     candidates: dict[str, Candidate] = {}
-    dense_hits = [(h, similarity[h.id]) for h in dense if h.id in found]
-    for rank, (hit, cosine) in _ranked(dense_hits, lambda h: (h[1], h[0].id)):
-        candidates[hit.id] = Candidate(found[hit.id], cosine, rank, hit.dense_ok, vector=hit.vector)
+    for rank, hit in _ranked([h for h in dense if h.id in found], lambda h: (h.score, h.id)):
+        candidates[hit.id] = Candidate(found[hit.id], hit.score, rank, hit.dense_ok, vector=hit.vector)
     for rank, text_hit in _ranked([h for h in text_hits if h.id in found], lambda h: (h.score, h.id)):
         cand = candidates.setdefault(text_hit.id, Candidate(found[text_hit.id], vector=text_hit.vector))
         cand.text_score, cand.text_rank = text_hit.score, rank
@@ -191,14 +182,6 @@ def find_candidates(
         cand.qualified = dense_match or cand.text_rank is not None
     ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.note.id))
     return {c.note.id: c for c in ordered}, readable
-
-
-def _cosines(query: np.ndarray, vectors: Sequence[np.ndarray]) -> list[float]:
-    """The cosine of `query` with each of `vectors`, in one product (0 for a zero vector)."""
-    rows = np.stack([np.asarray(v, np.float64) for v in vectors])
-    norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(query)
-    dots = rows @ query
-    return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
 
 
 H = TypeVar("H")

@@ -244,12 +244,11 @@ def _event_from_row(row: dict[str, Any]) -> Event:
 
 @dataclass(frozen=True)
 class Hit:
-    """A note a search found: its id, its score (cosine similarity, the index's estimate of it where
-    the search went through the vector index; or the full-text score), whether the model could read
-    its text, and its stored embedding where the store reads it along (`reads_vectors_along`: for the
-    exact similarities and the near-duplicate pass). A search selects no more than this and the notes
-    are found by id afterwards, all at once: each further column a search selects costs about as much
-    again per row (README, "Measured")."""
+    """A note a search found: its id, its score (the exact cosine similarity, or the full-text score),
+    whether the model could read its text, and its stored embedding where the store reads it along
+    (`reads_vectors_along`: for the near-duplicate pass). A search selects no more than this and the
+    notes are found by id afterwards, all at once: each further column a search selects costs about
+    as much again per row (README, "Measured")."""
 
     id: str
     score: float
@@ -290,15 +289,31 @@ def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def _readable(row: dict[str, Any], vector: np.ndarray | None) -> np.ndarray | None:
+    """A stored embedding, if the model could read its note's text (`dense_ok`): else it is the
+    embedding of unknown tokens, near everything such alike."""
+    return vector if vector is not None and row["dense_ok"] else None
+
+
+def _cosines(query: np.ndarray, vectors: Sequence[np.ndarray | None]) -> list[float]:
+    """The exact cosine of `query` with each of `vectors`, in one product, in float64 (0 for a zero vector)."""
+    rows = np.stack([np.asarray(v, np.float64) for v in vectors])
+    query = np.asarray(query, np.float64)
+    norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(query)
+    dots = rows @ query
+    cosines: list[float] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
+    return cosines
+
+
 def _rows_with_vectors(found: pa.Table) -> list[tuple[dict[str, Any], np.ndarray | None]]:
-    """The first row of each id, with its stored embedding if the read selected it (with `dense_ok`)
-    and the model could read its text (as a float32 array, not 384 Python floats)."""
+    """The first row of each id, with its stored embedding if the read selected it (as a float32 array,
+    not 384 Python floats; see `_readable` for whether it means anything)."""
     vectors: list[np.ndarray | None] = [None] * found.num_rows
     if "vector" in found.column_names:
         if found.num_rows:
             column = found["vector"].combine_chunks()
             matrix = column.flatten().to_numpy().astype(np.float32).reshape(found.num_rows, -1)
-            vectors = [matrix[i] if ok else None for i, ok in enumerate(found["dense_ok"].to_pylist())]
+            vectors = list(matrix)
         found = found.drop_columns(["vector"])
     seen: dict[str, tuple[dict[str, Any], np.ndarray | None]] = {}
     for row, vector in zip(found.to_pylist(), vectors, strict=True):
@@ -630,6 +645,19 @@ class Tables:
         hits of a `nearest` or `full_text_query` search among them, through `_read`."""
         return self._read(lambda: self._view(table).to_table(columns=columns, filter=clause, prefilter=True, **search))
 
+    def _search(
+        self, table: Table, columns: list[str], clause: str, **search: Any
+    ) -> list[tuple[dict[str, Any], np.ndarray | None]]:
+        """A search's hits (the first row of each id), each with its stored embedding where the store
+        reads them along (`reads_vectors_along`)."""
+
+        def read() -> pa.Table:
+            return self._view(table).to_table(
+                columns=[*columns, *self._vector_column], filter=clause, prefilter=True, **search
+            )
+
+        return _rows_with_vectors(self._read(read))
+
     def notes(self, ids: Iterable[str]) -> dict[str, Note]:
         return self.notes_with_vectors(ids, vectors=False)[0]
 
@@ -645,7 +673,7 @@ class Tables:
         columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
         rows = _rows_with_vectors(self._scan(table, columns, where.id_in(ids)))
         notes = {row["id"]: _note_from_row(row) for row, _ in rows}
-        return notes, {row["id"]: vector for row, vector in rows if vector is not None}
+        return notes, {row["id"]: v for row, vector in rows if (v := _readable(row, vector)) is not None}
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """Stored embeddings of these notes (float32 arrays), for those the model could read."""
@@ -694,19 +722,26 @@ class Tables:
         table = self.notes_table()
         if table is None:
             return []
-        nearest: dict[str, Any] = {
-            "column": "vector",
-            "q": np.asarray(vector, np.float32),
-            "k": limit,
-            "metric": "cosine",
-        }
+        query = np.asarray(vector, np.float32)
+        nearest: dict[str, Any] = {"column": "vector", "q": query, "k": limit, "metric": "cosine"}
         if self._searched_exactly(table, scope):
             nearest["use_index"] = False
         else:
             nearest["nprobes"] = VECTOR_PROBES
-        columns = ["id", "dense_ok", "_distance", *self._vector_column]
-        found = _rows_with_vectors(self._scan(table, columns, where.in_scope(scope, at), nearest=nearest))
-        return [Hit(r["id"], 1.0 - r["_distance"], bool(r["dense_ok"]), vector) for r, vector in found]
+            if not self.reads_vectors_along:
+                # An IVF_SQ index over cosine gives 8-bit estimates of 2 - 2·cos (the normalized vectors'
+                # squared distance), not 1 - cos: Lance re-scores exactly only when rows the index has not
+                # taken in yet are searched beside it. Refining re-scores every hit from its vector.
+                nearest["refine_factor"] = 1
+        found = self._search(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
+        if found and found[0][1] is not None:  # exact, from the stored vectors read along
+            similarities = _cosines(query, [stored for _, stored in found])
+        else:
+            similarities = [1.0 - row["_distance"] for row, _ in found]
+        return [
+            Hit(row["id"], similarity, row["dense_ok"], _readable(row, stored))
+            for (row, stored), similarity in zip(found, similarities, strict=True)
+        ]
 
     @property
     def reads_vectors_along(self) -> bool:
@@ -744,11 +779,11 @@ class Tables:
         table = self.notes_table()
         if table is None or not query.strip():
             return []
-        columns = ["id", "_score", "dense_ok", *self._vector_column]
-        found = self._scan(
-            table, columns, where.in_scope(scope, at), full_text_query=MatchQuery(query, "text"), limit=limit
-        )
-        return [Hit(r["id"], float(r["_score"]), bool(r["dense_ok"]), v) for r, v in _rows_with_vectors(found)]
+        found = self._search(
+            table, ["id", "_score", "dense_ok"], where.in_scope(scope, at),
+            full_text_query=MatchQuery(query, "text"), limit=limit,
+        )  # fmt: skip
+        return [Hit(row["id"], float(row["_score"]), row["dense_ok"], _readable(row, stored)) for row, stored in found]
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()

@@ -267,10 +267,31 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
         .to_arrow()
     )
     assert len({h.id for h in approximate} & set(exact["id"].to_pylist())) >= 19
-    # the index's similarities are 8-bit estimates; recall's candidates have exact ones, from the
-    # stored vectors the search reads along
     exact_similarity = {i: 1 - d for i, d in zip(exact["id"].to_pylist(), exact["_distance"].to_pylist(), strict=True)}
-    assert any(abs(h.score - exact_similarity[h.id]) > 1e-5 for h in approximate if h.id in exact_similarity)
+    # the index's own distances are 8-bit estimates of 2 - 2·cos, not 1 - cos: a hit's similarity is
+    # exact all the same, from the stored vectors read along, or on an object store (where they are
+    # not) re-scored by Lance
+    indexed = (
+        notes.search(vector, vector_column_name="vector")
+        .distance_type("cosine")
+        .where(where.scope_is("big"), prefilter=True)
+        .nprobes(tables.VECTOR_PROBES)
+        .limit(20)
+        .to_arrow()
+    )
+    estimates = dict(zip(indexed["id"].to_pylist(), indexed["_distance"].to_pylist(), strict=True))
+    off = [abs(1 - d - exact_similarity[i]) for i, d in estimates.items() if i in exact_similarity]
+    assert max(off) > 0.05
+    assert all(
+        h.score == pytest.approx(exact_similarity[h.id], abs=1e-5) for h in approximate if h.id in exact_similarity
+    )
+    monkeypatch.setattr(memory.tables, "_remote", True)
+    assert not memory.tables.reads_vectors_along
+    remote = memory.tables.vector_search(vector, "big", None, 20)
+    assert all(h.vector is None for h in remote)
+    assert len({h.id for h in remote} & exact_similarity.keys()) >= 19
+    assert all(h.score == pytest.approx(exact_similarity[h.id], abs=1e-5) for h in remote if h.id in exact_similarity)
+    monkeypatch.setattr(memory.tables, "_remote", False)
     candidates, _ = recall.find_candidates(
         memory.tables, memory.embedder, partial(memory._found, "big"), "which host runs the billing export?", "big",
         None, RetrievalSettings(per_retriever=20),

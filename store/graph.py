@@ -209,6 +209,19 @@ class Graphs:
 
         return self.notes.get(ids, scanned_or_read)
 
+    def vectors_of(
+        self, scope: str, ids: Iterable[str], read: Callable[[list[str], Mapping[str, int]], Mapping[str, np.ndarray]]
+    ) -> Mapping[str, np.ndarray]:
+        """The stored embeddings of `ids` (notes of `scope`): those kept, the others read by `read`, told
+        where the scope's scan found them (if it is kept), and kept."""
+
+        def located(missing: list[str]) -> Mapping[str, np.ndarray]:
+            with self._lock:
+                rows = self._rows.get(scope)
+            return read(missing, rows.addresses(missing) if rows is not None else {})
+
+        return self.vectors.get(ids, located)
+
     def notes_anywhere(self, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, Note]]) -> dict[str, Note]:
         """Notes of any scope by id, those that exist: from the scopes' scans or kept, the others read by
         `read` (and kept)."""

@@ -479,7 +479,7 @@ class Memory:
             return self._load(scope, at, [*entries, *also])
 
         return recall.run(
-            self.tables, self.embedder, load, functools.partial(self._found, scope), self._vectors, query, scope,
+            self.tables, self.embedder, load, functools.partial(self._found, scope), functools.partial(self._vectors, scope), query, scope,
             now=self.clock(), as_of=_utc(as_of),
             budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
@@ -507,9 +507,9 @@ class Memory:
         notes = self.graphs.notes_of(scope, wanted, self._notes_and_their_vectors)
         return {i: notes[i] for i in ids if i in notes}
 
-    def _vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
-        """Stored embeddings by note id: those kept, the others read."""
-        return self.graphs.vectors.get(ids, self.tables.vectors)
+    def _vectors(self, scope: str, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
+        """Stored embeddings of notes of a scope by id: those kept, the others read."""
+        return self.graphs.vectors_of(scope, ids, self.tables.vectors)
 
     def _write(
         self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float], bool] | None = None

@@ -29,7 +29,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -258,8 +258,9 @@ class Hit:
 
 class ScopeRows:
     """A scope's notes as one scan read them: every column but the vector (about 220 bytes a note in
-    Arrow, 21 MiB for 100,000 notes), decoded only when asked for by id. Reading the same notes by id
-    from the table costs about 0.2 ms a note, each column a read of its own (README, "Measured")."""
+    Arrow, 21 MiB for 100,000 notes), decoded only when asked for by id, and each row's address in the
+    table (`addresses`). Reading the same notes by id from the table costs about 0.2 ms a note, each
+    column a read of its own (README, "Measured")."""
 
     def __init__(self, found: pa.Table, leave_out: Collection[str] = ()) -> None:
         self._rows = found.combine_chunks()
@@ -280,6 +281,15 @@ class ScopeRows:
         if not positions:
             return {}
         return {row["id"]: _note_from_row(row) for row in self._rows.take(positions).to_pylist()}
+
+    def addresses(self, ids: Iterable[str]) -> dict[str, int]:
+        """Where the scan found those of `ids` it holds: Lance row addresses (a fragment's id and an
+        offset in it), good for as long as that fragment is in the table (see `Tables.vectors`)."""
+        if "_rowid" not in self._rows.column_names:
+            return {}
+        positions = {i: self._at[i] for i in dict.fromkeys(ids) if i in self._at}
+        found = self._rows["_rowid"].take(list(positions.values())).to_pylist()
+        return dict(zip(positions, found, strict=True))
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -675,15 +685,39 @@ class Tables:
         notes = {row["id"]: _note_from_row(row) for row, _ in rows}
         return notes, {row["id"]: v for row, vector in rows if (v := _readable(row, vector)) is not None}
 
-    def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
-        """Stored embeddings of these notes (float32 arrays), for those the model could read."""
+    def vectors(self, ids: Iterable[str], addresses: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+        """Stored embeddings of these notes (float32 arrays), for those the model could read.
+
+        `addresses` (from a scope's scan, `ScopeRows.addresses`): where some of them were. Those still in
+        a fragment of the table are read there (0.5 ms for a few, where the id index's lookup costs
+        2 to 4 ms: README, "Measured"); a fragment compaction rewrote is gone, and its notes are read by id."""
         ids = list(dict.fromkeys(ids))
         table = self.notes_table()
         if not ids or table is None:
             return {}
-        clause = where.all_of(where.id_in(ids), where.model_could_read())
-        rows = _rows_with_vectors(self._scan(table, ["id", "dense_ok", "vector"], clause))
-        return {row["id"]: vector for row, vector in rows if vector is not None}
+        found: dict[str, np.ndarray] = {}
+        located = {i: addresses[i] for i in ids if i in addresses} if addresses and self.reads_vectors_along else {}
+        if located:
+            taken = self._read(lambda: self._taken(table, located))
+            found = {i: vector for i, vector in taken.items() if vector is not None}
+            ids = [i for i in ids if i not in taken]
+        if ids:
+            clause = where.all_of(where.id_in(ids), where.model_could_read())
+            rows = _rows_with_vectors(self._scan(table, ["id", "dense_ok", "vector"], clause))
+            found |= {row["id"]: vector for row, vector in rows if vector is not None}
+        return found
+
+    def _taken(self, table: Table, addresses: Mapping[str, int]) -> dict[str, np.ndarray | None]:
+        """The embeddings at `addresses` that are still there (None: the model could not read that note),
+        by id; a note whose fragment is gone is left out."""
+        view = self._view(table)
+        fragments = {f.fragment_id for f in view.get_fragments()}
+        here = {i: a for i, a in addresses.items() if a >> 32 in fragments}  # the fragment's id, above the offset
+        if not here:
+            return {}
+        # an unstable Lance API (pinned in constraints.txt); the rows come back in the order asked
+        rows = _rows_with_vectors(view._take_rows(list(here.values()), columns=["id", "dense_ok", "vector"]))
+        return {row["id"]: _readable(row, vector) for row, vector in rows if row["id"] in here}
 
     def events_version(self) -> int:
         return int(self._view(self.events_table()).version)
@@ -705,7 +739,7 @@ class Tables:
         table = self.notes_table()
         if table is None:
             return None
-        return ScopeRows(self._scan(table, _NOTE_COLUMNS, where.scope_is(scope)), leave_out)
+        return ScopeRows(self._scan(table, _NOTE_COLUMNS, where.scope_is(scope), with_row_id=True), leave_out)
 
     def tombstone(self, note_id: str) -> Event | None:
         """The `forgets` event of a note, if it was forgotten."""

@@ -91,6 +91,35 @@ def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_vers
     assert writer.history(own.id).note.text == "The deploy server is cd-1"
 
 
+def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_moves_them(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = [memory.remember(Draft(text=f"Host {i} runs the {t}")).note.id for i, t in enumerate(["VPN", "wiki", "CI"])]
+    rows = memory.tables.scope_rows("default")
+    assert rows is not None
+    addresses = rows.addresses(ids)
+    assert set(addresses) == set(ids) and len(set(addresses.values())) == 3  # three writes, three fragments
+    by_id = memory.tables.vectors(ids)
+    assert set(by_id) == set(ids)
+    lookups: list[str | None] = []
+    scan = memory.tables._scan
+    monkeypatch.setattr(memory.tables, "_scan", lambda *a, **k: lookups.append(a[2]) or scan(*a, **k))
+
+    def read(located: dict[str, int]) -> dict[str, np.ndarray]:
+        lookups.clear()
+        found = memory.tables.vectors(ids, located)
+        assert set(found) == set(ids) and all(np.array_equal(found[i], by_id[i]) for i in ids)
+        return found
+
+    read(addresses)
+    assert lookups == []  # every one taken where it was
+    read({**addresses, ids[0]: addresses[ids[1]]})  # an address that holds another note
+    assert lookups == [where.all_of(where.id_in([ids[0]]), where.model_could_read())]  # that one read by id
+    assert memory.tables.compact()  # rewrites the three fragments as one: the addresses point nowhere
+    read(addresses)
+    assert lookups == [where.all_of(where.id_in(ids), where.model_could_read())]
+
+
 def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransformerEmbedder) -> None:
     note = memory.remember(Draft(text="The VPN gateway is vpn-2")).note
     stored = memory.tables.notes([note.id])[note.id]

@@ -479,8 +479,8 @@ class Memory:
             return self._load(scope, at, [*entries, *also])
 
         return recall.run(
-            self.tables, self.embedder, load, functools.partial(self._found, scope), functools.partial(self._vectors, scope), query, scope,
-            now=self.clock(), as_of=_utc(as_of),
+            self.tables, self.embedder, load, functools.partial(self._found, scope),
+            functools.partial(self._vectors, scope), query, scope, now=self.clock(), as_of=_utc(as_of),
             budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
 

@@ -285,8 +285,6 @@ class ScopeRows:
     def addresses(self, ids: Iterable[str]) -> dict[str, int]:
         """Where the scan found those of `ids` it holds: Lance row addresses (a fragment's id and an
         offset in it), good for as long as that fragment is in the table (see `Tables.vectors`)."""
-        if "_rowid" not in self._rows.column_names:
-            return {}
         positions = {i: self._at[i] for i in dict.fromkeys(ids) if i in self._at}
         found = self._rows["_rowid"].take(list(positions.values())).to_pylist()
         return dict(zip(positions, found, strict=True))
@@ -715,7 +713,7 @@ class Tables:
         here = {i: a for i, a in addresses.items() if a >> 32 in fragments}  # the fragment's id, above the offset
         if not here:
             return {}
-        # an unstable Lance API (pinned in constraints.txt); the rows come back in the order asked
+        # an unstable Lance API: pyproject.toml holds pylance to 13.x, and a test reads through it
         rows = _rows_with_vectors(view._take_rows(list(here.values()), columns=["id", "dense_ok", "vector"]))
         return {row["id"]: _readable(row, vector) for row, vector in rows if row["id"] in here}
 

@@ -756,23 +756,30 @@ class Tables:
             return []
         query = np.asarray(vector, np.float32)
         nearest: dict[str, Any] = {"column": "vector", "q": query, "k": limit, "metric": "cosine"}
-        if self._searched_exactly(table, scope):
+        exact = self._searched_exactly(table, scope)
+        if exact:
             nearest["use_index"] = False
         else:
             nearest["nprobes"] = VECTOR_PROBES
-            if not self.reads_vectors_along:
-                # An IVF_SQ index over cosine gives 8-bit estimates of 2 - 2·cos (the normalized vectors'
-                # squared distance), not 1 - cos: Lance re-scores exactly only when rows the index has not
-                # taken in yet are searched beside it. Refining re-scores every hit from its vector.
-                nearest["refine_factor"] = 1
-        found = self._search(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
-        if found and found[0][1] is not None:  # exact, from the stored vectors read along
-            similarities = _cosines(query, [stored for _, stored in found])
+        clause = where.in_scope(scope, at)
+
+        def read() -> tuple[pa.Table, bool]:
+            view = self._view(table)
+            columns = ["id", "dense_ok", "_distance", *self._vector_column]
+            found = view.to_table(columns=columns, filter=clause, prefilter=True, nearest=nearest)
+            return found, not exact and not self.reads_vectors_along and _wholly_indexed(view)
+
+        found, estimated = self._read(read)
+        rows = _rows_with_vectors(found)
+        if rows and rows[0][1] is not None:  # exact, from the stored vectors read along
+            similarities = _cosines(query, [stored for _, stored in rows])
+        elif estimated:  # on a bucket, where reading the hits' vectors back is a request each
+            similarities = [1.0 - row["_distance"] / 2 for row, _ in rows]
         else:
-            similarities = [1.0 - row["_distance"] for row, _ in found]
+            similarities = [1.0 - row["_distance"] for row, _ in rows]
         return [
             Hit(row["id"], similarity, row["dense_ok"], _readable(row, stored))
-            for (row, stored), similarity in zip(found, similarities, strict=True)
+            for (row, stored), similarity in zip(rows, similarities, strict=True)
         ]
 
     @property
@@ -1013,6 +1020,21 @@ def _delete(table: Table, clause: str) -> None:
     since this one last looked included."""
     table.checkout_latest()
     table.delete(clause)
+
+
+def _wholly_indexed(view: LanceDataset) -> bool:
+    """Whether the vector index covers every fragment of this version. Then a search through it returns
+    the index's 8-bit estimates of 2 - 2·cos (the normalized vectors' squared distance), not 1 - cos:
+    Lance re-scores the hits exactly, from their vectors, only when it also searches fragments the
+    index has not taken in (any, whatever the filter). Both read off the manifest, no request."""
+    indexed = {
+        fragment
+        for index in view.describe_indices()
+        if index.name == VECTOR_INDEX
+        for segment in index.segments
+        for fragment in segment.fragment_ids
+    }
+    return all(fragment.fragment_id in indexed for fragment in view.get_fragments())
 
 
 def _has_vector_index(table: Table) -> bool:

@@ -1026,7 +1026,8 @@ def _wholly_indexed(view: LanceDataset) -> bool:
     """Whether the vector index covers every fragment of this version. Then a search through it returns
     the index's 8-bit estimates of 2 - 2·cos (the normalized vectors' squared distance), not 1 - cos:
     Lance re-scores the hits exactly, from their vectors, only when it also searches fragments the
-    index has not taken in (any, whatever the filter). Both read off the manifest, no request."""
+    index has not taken in (any, whatever the filter). Both come from the version's metadata: on the
+    bucket bench, recalls asked again took 49 ms with this check and 50 without (README, "Measured")."""
     indexed = {
         fragment
         for index in view.describe_indices()

@@ -23,8 +23,8 @@ its notes come by id from what the caller kept or reads, never from a scan of th
 
 Stages:
 1. Candidates: dense top-k and full-text top-k (`per_retriever` each) over the scope's notes of
-   every state (dense ranked by exact cosine, whether or not the vector index found them), fused by
-   reciprocal rank (`RRF_K`); equal scores share a rank and ties
+   every state (dense ranked by cosine: exact, but for the vector index's estimate on a bucket;
+   see `Hit`), fused by reciprocal rank (`RRF_K`); equal scores share a rank and ties
    go by id, so the order does not depend on the order the searches return hits in. A note is an
    entry if its cosine similarity reaches `min_similarity` (and the model could read both texts) or
    full-text search matched it.

@@ -244,7 +244,8 @@ def _event_from_row(row: dict[str, Any]) -> Event:
 
 @dataclass(frozen=True)
 class Hit:
-    """A note a search found: its id, its score (the exact cosine similarity, or the full-text score),
+    """A note a search found: its id, its score (the cosine similarity, exact but on a bucket while the
+    vector index covers the table, where it is the index's 8-bit estimate; or the full-text score),
     whether the model could read its text, and its stored embedding where the store reads it along
     (`reads_vectors_along`: for the near-duplicate pass). A search selects no more than this and the
     notes are found by id afterwards, all at once: each further column a search selects costs about

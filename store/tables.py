@@ -978,7 +978,8 @@ class Tables:
         every file that no remaining version references and that is older than ORPHAN_AGE (a crash's
         leftovers)."""
         dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
-        dataset.cleanup_old_versions(retain_versions=KEEP_VERSIONS, error_if_tagged_old_versions=False)
+        if keep_versions_for > timedelta(0):  # else only the latest is left (an erasure): nothing more to list
+            dataset.cleanup_old_versions(retain_versions=KEEP_VERSIONS, error_if_tagged_old_versions=False)
         if "://" in self.uri:
             return  # object stores: Lance's own cleanup collects leftovers after seven days
         tracked = set(dataset.tracked_files().read_all()["path"].to_pylist())

@@ -656,16 +656,17 @@ class Tables:
 
     def _search(
         self, table: Table, columns: list[str], clause: str, **search: Any
-    ) -> list[tuple[dict[str, Any], np.ndarray | None]]:
+    ) -> tuple[list[tuple[dict[str, Any], np.ndarray | None]], LanceDataset]:
         """A search's hits (the first row of each id), each with its stored embedding where the store
-        reads them along (`reads_vectors_along`)."""
+        reads them along (`reads_vectors_along`); and the version searched."""
 
-        def read() -> pa.Table:
-            return self._view(table).to_table(
-                columns=[*columns, *self._vector_column], filter=clause, prefilter=True, **search
-            )
+        def read() -> tuple[pa.Table, LanceDataset]:
+            view = self._view(table)
+            columns_read = [*columns, *self._vector_column]
+            return view.to_table(columns=columns_read, filter=clause, prefilter=True, **search), view
 
-        return _rows_with_vectors(self._read(read))
+        found, view = self._read(read)
+        return _rows_with_vectors(found), view
 
     def notes(self, ids: Iterable[str]) -> dict[str, Note]:
         return self.notes_with_vectors(ids, vectors=False)[0]
@@ -762,19 +763,10 @@ class Tables:
             nearest["use_index"] = False
         else:
             nearest["nprobes"] = VECTOR_PROBES
-        clause = where.in_scope(scope, at)
-
-        def read() -> tuple[pa.Table, bool]:
-            view = self._view(table)
-            columns = ["id", "dense_ok", "_distance", *self._vector_column]
-            found = view.to_table(columns=columns, filter=clause, prefilter=True, nearest=nearest)
-            return found, not exact and not self.reads_vectors_along and _wholly_indexed(view)
-
-        found, estimated = self._read(read)
-        rows = _rows_with_vectors(found)
+        rows, view = self._search(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
         if rows and rows[0][1] is not None:  # exact, from the stored vectors read along
             similarities = _cosines(query, [stored for _, stored in rows])
-        elif estimated:  # on a bucket, where reading the hits' vectors back is a request each
+        elif not exact and _wholly_indexed(view):  # on a bucket: reading the hits' vectors is a request each
             similarities = [1.0 - row["_distance"] / 2 for row, _ in rows]
         else:
             similarities = [1.0 - row["_distance"] for row, _ in rows]
@@ -819,7 +811,7 @@ class Tables:
         table = self.notes_table()
         if table is None or not query.strip():
             return []
-        found = self._search(
+        found, _ = self._search(
             table, ["id", "_score", "dense_ok"], where.in_scope(scope, at),
             full_text_query=MatchQuery(query, "text"), limit=limit,
         )  # fmt: skip

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 SIMILAR_SHOWN = 5
 # A remember's similar-notes search takes this many hits from each retriever (a recall takes
-# `per_retriever`, 40): enough for SIMILAR_SHOWN current ones and for the note's identical twin, which
+# `per_retriever`, 20): enough for SIMILAR_SHOWN current ones and for the note's identical twin, which
 # is its closest match densely and by words; each hit is a row read and its chain folded.
 SIMILAR_SEARCHED = 2 * SIMILAR_SHOWN
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.

@@ -130,6 +130,8 @@ KILL_PHASES = ("writes", "compaction", "forget")
 # forgets, in that time: kills spread over the whole of its work.
 KILL_WITHIN_S = {"writes": 2.0, "compaction": 2.0, "forget": 1.0}
 CHILD_WAIT_S = 120.0  # for a child to open the store, or a race worker to answer
+# For a server told to stop: it first waits up to a minute for its forgets' erasures (server/app.py).
+STOP_WAIT_S = 90.0
 RACE_LEAD_S = 0.05  # the two racing writers are told to start this far ahead, at the same moment
 SECRET = re.compile(r"secret-([0-9a-f]{32})")
 TOPICS = ("the cache TTL", "the service port", "the deploy branch", "the retry limit", "the log level")
@@ -1003,7 +1005,7 @@ def http_server(args: Sequence[str], env: Mapping[str, str], logs: Path) -> Iter
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=STOP_WAIT_S)
         log.close()
 
 

@@ -211,6 +211,10 @@ def client_name(ctx: Context) -> str | None:
         return None
 
 
+# How long a stopping server waits for the erasures its forgets left under way (object storage).
+SHUTDOWN_ERASURE_WAIT = 60.0
+
+
 def build_memory(settings: Settings) -> Memory:
     return Memory(
         settings.db,
@@ -253,7 +257,14 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-        yield AppContext(memory=memory_factory(settings))
+        memory = memory_factory(settings)
+        try:
+            yield AppContext(memory=memory)
+        finally:
+            # On object storage a forget answers before its erasure is done: finish it before stopping.
+            with anyio.CancelScope(shield=True):
+                if not await anyio.to_thread.run_sync(memory.finish_erasures, SHUTDOWN_ERASURE_WAIT):
+                    log.warning("stopping with an erasure under way; the next upkeep, on any server, finishes it")
 
     scope_line = SCOPE_FROM_ROOTS if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     server = CorrigendaServer(
@@ -485,7 +496,8 @@ def build_server(
     @tool(DESTRUCTIVE, "Forget a note (erase)")
     async def forget(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, Forgotten]:
         """Delete a note for real, with the events that name it: only when a person asks for data to be
-        erased. To mark a note wrong, use `revoke`; to replace it, `correct`."""
+        erased. To mark a note wrong, use `revoke`; to replace it, `correct`. The note is gone for every
+        reader when this answers; `erasure` says whether its text is off the store's files yet."""
         r = await call(ctx, "forget", lambda m: m.forget(note_id=note_id, reason=reason, actor=client_name(ctx)))
         return _result(r, render.forgotten(r))
 

@@ -142,12 +142,19 @@ def linked(r: Linked) -> str:
 
 
 def forgotten(r: Forgotten) -> str:
-    if r.changed:
+    events = f"{len(r.events_removed)} event(s) naming it"
+    if r.changed and r.erasure == "done":
+        lines = [f"Deleted note {r.note_id} and {events}, from every file of the store."]
+    elif r.changed:
         lines = [
-            f"Deleted note {r.note_id} and {len(r.events_removed)} event(s) naming it, from every file of the store."
+            f"Deleted note {r.note_id} and {events}: gone for every reader now. The server is erasing them "
+            "from the store's files (seconds on object storage); forget the note again to see whether that is done."
         ]
+    elif r.erasure == "done":
+        leftovers = f"; {len(r.events_removed)} leftover event(s) removed now" if r.events_removed else ""
+        lines = [f"Note {r.note_id} was already forgotten, and is off every file of the store{leftovers}."]
     else:
-        lines = [f"Note {r.note_id} was already forgotten; {len(r.events_removed)} leftover event(s) removed now."]
+        lines = [f"Note {r.note_id} was already forgotten; its erasure from the store's files is still under way."]
     lines += [f"  now {n.state.value}: {_note(n)}" for n in r.notes_changed]
     return "\n".join(lines)
 

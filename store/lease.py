@@ -58,7 +58,8 @@ class Lease:
         self._table: Table | None = None
         self.holder = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
-    def _lease_table(self) -> Table:
+    def table(self) -> Table:
+        """The lease's table (its upkeep: tables.py, `compact`)."""
         if self._table is None:
             self._table = self._open_table(LEASE, SCHEMA)
         return self._table
@@ -78,7 +79,7 @@ class Lease:
             self._give_back()
 
     def _take(self) -> bool:
-        table = self._lease_table()
+        table = self.table()
         now = datetime.now(UTC)
         taken = {"holder": self.holder, "taken_at_us": where.to_micros(now)}
         table.checkout_latest()  # the store's connections check only when told (tables.py)
@@ -100,15 +101,8 @@ class Lease:
             self._give_back()
         return False
 
-    def tidy(self, keep_versions_for: timedelta) -> None:
-        """Merge the fragments each take and give-back leaves, and drop old versions (while held)."""
-        dataset = self._lease_table().to_lance()
-        dataset.checkout_latest()
-        dataset.optimize.compact_files()
-        dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
-
     def _give_back(self) -> None:
         with contextlib.suppress(Exception):  # if this fails, the lease is stale after LEASE_FOR
-            table = self._lease_table()
+            table = self.table()
             table.checkout_latest()
             table.update(where=where.held_by(self.holder), values=FREE)

@@ -117,6 +117,7 @@ class Memory:
             try:
                 self.tables.check_model(self.embedder.name)
                 self.embedder.embed(["warm up"])
+                self.tables.erase_soon()  # what a process that forgot and then stopped left, if anything
                 self.tables.compact_if_due()
             except CorrigendaError as exc:  # each call will meet (and report) the same problem
                 log.error("%s", exc)
@@ -354,9 +355,11 @@ class Memory:
         """Delete a note for real, with every event that names it, and say what that changed.
 
         First a `forgets` tombstone (no text of the note) is appended: from then on the note
-        does not exist for any reader. Then its row and the events naming it are erased from
-        every file (tables.py). A repeated call, or one after an interrupted erasure, finishes
-        whatever is left and answers `changed: false`.
+        does not exist for any reader. Then an erasure pass removes its row and the events naming it
+        from every file (tables.py): before this answers on a disk, on a thread of this process on
+        object storage (`erasure: pending`, and any process's next upkeep finishes what a stopped
+        one left). A repeated call, or one after an interrupted erasure, finishes whatever is left
+        and answers `changed: false`.
         """
         reason = self._reason(reason)
         check_id(note_id, "note_id", prefix=NOTE_PREFIX)
@@ -377,12 +380,23 @@ class Memory:
                 for n in sorted(before.notes)
                 if n in after.notes and after.state(n) is not before.state(n)
             ]
-        removed = self.tables.erase(note_id)
+        removed = self.tables.erasure_events([note_id])
+        erased = not fresh and bool(self.tables.erased([note_id]))
+        if not erased and self.tables.erase_later:
+            self.tables.erase_soon()
+        elif not erased:
+            self.tables.erase_forgotten()
+            erased = True
         self.graphs.forget()
         return Forgotten(
-            note_id=note_id, changed=fresh,
-            events_removed=removed, notes_changed=changed,
+            note_id=note_id, changed=fresh, events_removed=removed, notes_changed=changed,
+            erasure="done" if erased else "pending",
         )  # fmt: skip
+
+    def finish_erasures(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the erasures this process's forgets left under way (object
+        storage): before a server stops. Whether none is left running."""
+        return self.tables.finish_erasures(timeout)
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 NOTES = "notes"
 EVENTS = "events"
+ERASURES = "erasures"  # one row per forgotten note whose erasure a pass finished (Tables, erasure)
 MODEL_KEY = b"corrigenda.model"
 # Compact once a table has this many fragments: each append is one, and a search reads them all. On
 # an object store each fragment a search reads is a request (README, "Measured"): compact sooner.
@@ -84,6 +85,7 @@ ORPHAN_AGE = timedelta(hours=1)
 # How long `forget` waits for another process's compaction: an erasure is never skipped. Upkeep, which
 # the next writes try again, gives up sooner.
 ERASE_WAIT = 120.0
+ERASE_POLL = 0.5  # seconds between two looks while another process holds that lock
 UPKEEP_WAIT = 20.0
 # A read that meets a file removed by another process's cleanup checks out the latest version
 # and tries again, this many times.
@@ -144,6 +146,9 @@ _EVENT_SCHEMA = pa.schema(
         pa.field("confidence", pa.float64()),
         pa.field("recorded_at_us", pa.int64(), nullable=False),
     ]
+)
+_ERASURE_SCHEMA = pa.schema(
+    [pa.field("note_id", pa.string(), nullable=False), pa.field("erased_at_us", pa.int64(), nullable=False)]
 )
 _NOTE_SCHEMA = pa.schema(  # and the vector, as wide as the store's model makes it (_note_schema)
     [
@@ -378,6 +383,13 @@ class Tables:
         self._vector_index_checked = -SCOPE_SIZE_TTL  # time.monotonic() of the last look
         self._scope_rows: dict[str, tuple[float, int]] = {}  # scope -> (when counted, notes)
         self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (_view)
+        self._erasures: Table | None = None
+        # On object storage an erasure pass takes 1-3 s (README, "Measured"): `forget` answers once
+        # its tombstone is committed, and a thread of this process erases (erase_soon).
+        self.erase_later = remote
+        self._eraser: threading.Thread | None = None
+        self._eraser_lock = threading.Lock()
+        self._erase_again = False
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -449,6 +461,13 @@ class Tables:
             self._events = self._open_or_create(EVENTS, None) if exists else self._made(EVENTS, _EVENT_SCHEMA)
             self.ensure_indexes(self._events)
         return self._events
+
+    def _erasures_table(self, make: bool = False) -> Table | None:
+        """The erasures table; None while no erasure pass has made it (`make`: only under the lock of
+        upkeep, which erasure passes hold)."""
+        if self._erasures is None and (make or ERASURES in self._table_names()):
+            self._erasures = self._open_or_create(ERASURES, _ERASURE_SCHEMA)
+        return self._erasures
 
     def stored_model(self) -> tuple[str, int] | None:
         """(model name, dimension) the notes table was built with; None for an empty store. Read once:
@@ -589,38 +608,120 @@ class Tables:
             version = int(self._writable(table).add(rows).version)
         return version
 
-    def erase(self, note_id: str) -> list[str]:
-        """Remove a note, and every event that names it or names one of those (but the `forgets`
-        tombstone), from the live data and from every file on disk. Returns the events removed.
+    # -- erasure ----------------------------------------------------------------------------
+    # `forget` appends a `forgets` tombstone: from then on the note does not exist for any reader.
+    # Then an erasure pass removes it from every file. A pass erases every forgotten note no pass
+    # has finished (each it finishes gets a row in the `erasures` table), in one rewrite of the files,
+    # one process at a time: forgets that come while a pass runs are erased by the next, together.
+
+    def erasure_events(self, note_ids: Collection[str]) -> list[str]:
+        """The events an erasure of these notes removes: every event naming one of them but their
+        `forgets` tombstones, and every event naming one of those (a reinstates of a revokes)."""
+        events = self.events_table()
+        named = self._scan(events, ["id", "kind"], where.naming(note_ids))
+        first = [
+            i
+            for i, k in zip(named["id"].to_pylist(), named["kind"].to_pylist(), strict=True)
+            if k != EventKind.FORGETS.value
+        ]
+        second = self._scan(events, ["id"], where.id_in(first, "dst"))
+        return sorted(set(first) | set(second["id"].to_pylist()))
+
+    def erased(self, note_ids: Collection[str] | None = None) -> set[str]:
+        """Those of these notes (None: of all) whose erasure a pass has finished."""
+        table = self._erasures_table()
+        if table is None or (note_ids is not None and not note_ids):
+            return set()
+        clause = None if note_ids is None else where.id_in(note_ids, "note_id")
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                table.checkout_latest()  # only erasure passes write it, under the lock of upkeep
+                return set(table.to_lance().to_table(columns=["note_id"], filter=clause)["note_id"].to_pylist())
+            except Exception as exc:  # a compaction's cleanup removed a file of the version read
+                if attempt == READ_RETRIES or not _missing_file(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def unerased(self) -> list[str]:
+        """Forgotten notes whose erasure no pass has finished: one under way, or cut short."""
+        tombstones = self._scan(self.events_table(), ["dst"], where.kind_is(EventKind.FORGETS.value))
+        forgotten = set(tombstones["dst"].to_pylist())
+        return sorted(forgotten - self.erased()) if forgotten else []
+
+    def erase_forgotten(self, wait: float = ERASE_WAIT) -> list[str]:
+        """An erasure pass, if any forgotten note waits for one; returns the notes it erased. Waits up to
+        `wait` seconds for another process's upkeep or erasure (filelock's Timeout after), looking again
+        meanwhile whether that erased them: when it returns, every note forgotten before the call is
+        erased, by this pass or another process's."""
+        deadline = time.monotonic() + wait
+        tables = self._tables()  # opened (never made) outside the lock, which making a table takes
+        while self.unerased():
+            try:
+                with self._compact_lock, self._exclusive(0):
+                    return self._erase(tables)
+            except Timeout:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(ERASE_POLL)
+        return []
+
+    def _erase(self, tables: Mapping[str, Table]) -> list[str]:
+        """An erasure pass, under the lock of upkeep: each unerased note, and the events
+        `erasure_events` names, deleted from the live data and from every file on disk.
 
         Lance only marks a deleted row as deleted until enough of its file is; so each file that
-        holds one is rewritten without it, and older versions (which still hold it) are removed.
-        Waits for another process's compaction rather than skip the erasure.
-        """
-        tables = self._tables()  # opened (never made) outside the lock, which making a table takes
-        with self._compact_lock, self._exclusive(ERASE_WAIT):
-            self.refresh()  # what the holder before this one left: the files of older versions may be gone
-            events = self.events_table()
-            named = self._scan(events, ["id", "kind"], where.naming(note_id))
-            first = [
-                i
-                for i, k in zip(named["id"].to_pylist(), named["kind"].to_pylist(), strict=True)
-                if k != EventKind.FORGETS.value
-            ]
-            second = self._scan(events, ["id"], where.id_in(first, "dst"))
-            removed = sorted(set(first) | set(second["id"].to_pylist()))
-            notes = self.notes_table()
-            if notes is not None:
-                _until_committed(partial(_delete, notes, where.id_in([note_id])), ERASE_WAIT)
-            if removed:
-                _until_committed(partial(_delete, events, where.id_in(removed)), ERASE_WAIT)
-            for name, table in tables.items():
-                # Rewrite every file holding a deleted row, this call's or an interrupted call's
-                # (whose delete landed but whose rewrite did not), then the indexes, then drop the
-                # versions that still hold the rows.
-                _until_committed(partial(self._tidy, name, table, timedelta(0), erasing=True), ERASE_WAIT)
-            self.refresh()
-            return removed
+        holds one is rewritten without it, and older versions (which still hold it) are removed. A pass
+        cut short leaves its notes unmarked, and the next one does it all again (deleting twice is
+        harmless)."""
+        self.refresh()  # what the holder before this one left: the files of older versions may be gone
+        notes = self.unerased()
+        if not notes:
+            return []
+        removed = self.erasure_events(notes)
+        notes_table = self.notes_table()
+        if notes_table is not None:
+            _until_committed(partial(_delete, notes_table, where.id_in(notes)), ERASE_WAIT)
+        if removed:
+            _until_committed(partial(_delete, self.events_table(), where.id_in(removed)), ERASE_WAIT)
+        for name, table in tables.items():
+            # Rewrite every file holding a deleted row, this pass's or a cut pass's (whose delete
+            # landed but whose rewrite did not), then the indexes, then drop the versions that
+            # still hold the rows.
+            _until_committed(partial(self._tidy, name, table, timedelta(0), erasing=True), ERASE_WAIT)
+        erased_at = where.to_micros(datetime.now(UTC))
+        marks = pa.Table.from_pylist([{"note_id": n, "erased_at_us": erased_at} for n in notes], schema=_ERASURE_SCHEMA)
+        self._erasures_table(make=True).add(marks)  # type: ignore[union-attr]
+        self.refresh()
+        return notes
+
+    def erase_soon(self) -> None:
+        """Run erasure passes on a thread of this process until none is waiting (one thread at a time:
+        asked while one runs, it makes one more pass). A pass that fails is left to the next upkeep."""
+        with self._eraser_lock:
+            self._erase_again = True
+            if self._eraser is None:
+                self._eraser = threading.Thread(target=self._erase_while_asked, name="corrigenda-erase", daemon=True)
+                self._eraser.start()
+
+    def _erase_while_asked(self) -> None:
+        while True:
+            with self._eraser_lock:
+                if not self._erase_again:
+                    self._eraser = None
+                    return
+                self._erase_again = False
+            try:
+                self.erase_forgotten()
+            except Exception:
+                log.exception("erasing forgotten notes failed; the next upkeep pass, on any process, tries again")
+
+    def finish_erasures(self, timeout: float = ERASE_WAIT) -> bool:
+        """Wait up to `timeout` seconds for this process's erasure thread; whether none is running now."""
+        with self._eraser_lock:
+            eraser = self._eraser
+        if eraser is not None:
+            eraser.join(timeout)
+        return not eraser.is_alive() if eraser is not None else True
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -900,10 +1001,12 @@ class Tables:
         with self._compact_lock:
             try:
                 with self._exclusive(0):
+                    self._erase(tables)  # what a process that forgot and then stopped left
                     for name, table in tables.items():
                         _until_committed(partial(self._tidy, name, table, keep_versions_for), UPKEEP_WAIT)
-                    if self._lease is not None:
-                        self._lease.tidy(keep_versions_for)
+                    small = [self._lease.table() if self._lease is not None else None, self._erasures_table()]
+                    for table in filter(None, small):  # each take of the lease, each pass, left a fragment
+                        _tidy_small(table, keep_versions_for)
                     self.refresh()  # this process's reads use the compacted files from now on
                     return True
             except Timeout:
@@ -1007,6 +1110,14 @@ def _mistyped(table: Table) -> list[IndexConfig]:
         for index in table.list_indices()
         if len(index.columns) == 1 and wanted.get(index.columns[0], index.index_type) != index.index_type
     ]
+
+
+def _tidy_small(table: Table, keep_versions_for: timedelta) -> None:
+    """A small table's upkeep: its fragments merged, its versions older than `keep_versions_for` dropped."""
+    table.checkout_latest()
+    dataset = table.to_lance()
+    dataset.optimize.compact_files()
+    dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
 
 
 def _delete(table: Table, clause: str) -> None:

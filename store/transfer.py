@@ -342,11 +342,9 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
     events.sort(key=lambda e: (e.recorded_at, e.id))
     if events:
         tables.add_events(events)
-    erased = []
-    for e in events:
-        if e.kind is EventKind.FORGETS and e.dst in stored_notes:
-            tables.erase(e.dst)
-            erased.append(e.dst)
+    erased = [e.dst for e in events if e.kind is EventKind.FORGETS and e.dst in stored_notes]
+    if erased:
+        tables.erase_forgotten()  # one pass for them all, before the call answers
     notes.sort(key=lambda n: (n.recorded_at, n.id))
     same_model = parsed.model == embedder.name
     write_notes(tables, embedder, notes, parsed.vectors if same_model else {}, progress)

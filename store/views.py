@@ -154,6 +154,11 @@ class Forgotten(BaseModel):
     )
     events_removed: list[str] = Field(description="Events deleted with the note (they named it).")
     notes_changed: list[NoteView] = Field(description="Notes whose state changed because the note is gone.")
+    erasure: Literal["done", "pending"] = Field(
+        description="done: the note and those events are off every file of the store. pending (a store "
+        "on object storage): they are gone for every reader, and the server is erasing them from the "
+        "store's files; forget the note again to see whether that is done."
+    )
 
 
 Stage = Literal[

@@ -78,10 +78,10 @@ def model_could_read() -> str:
     return "dense_ok = true"
 
 
-def naming(note_id: str) -> str:
-    """Events whose source or target is this note."""
-    quoted = _quote(check_id(note_id, "note_id"))
-    return f"src = {quoted} OR dst = {quoted}"
+def naming(note_ids: Iterable[str]) -> str:
+    """Events whose source or target is one of these notes."""
+    listed = ", ".join(_quote(check_id(i, "note_id")) for i in note_ids)
+    return f"src IN ({listed}) OR dst IN ({listed})" if listed else "false"
 
 
 def kind_is(kind: str) -> str:

@@ -25,7 +25,7 @@ from filelock import Timeout
 from mcp import Client
 from pydantic import ValidationError
 
-from bench.faults import PhaseResult, servers_phase
+from bench.faults import PhaseResult, bucket_files, servers_phase
 from bench.local_s3 import KEY_ID, LocalS3
 
 from .conftest import call, call_error
@@ -95,6 +95,26 @@ def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: LocalS3, em
     again = Tables(settings.db, _options(s3))  # another connection reads it back from the bucket
     assert again.notes([note.id])[note.id].text == "The bucket store keeps this note"
     assert not Path(settings.db).exists()  # nothing was written to a local directory of that name
+
+
+def test_a_forget_on_a_bucket_answers_at_its_tombstone_and_its_thread_erases_every_object(
+    s3: LocalS3, embedder: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from corrigenda.store import Draft, NotFound
+
+    for name, value in s3.env.items():  # bucket_files reads the bucket with them
+        monkeypatch.setenv(name, value)
+    settings = Settings(db=f"s3://{BUCKET}/forget", storage_options=_options(s3))
+    memory = build_memory(settings)
+    memory.embedder = embedder  # type: ignore[assignment]
+    secret = memory.remember(Draft(text="The courier's passphrase is lapwing-5520"), "default").note
+    done = memory.forget(secret.id, reason="the user asked")
+    assert done.changed and done.erasure == "pending"
+    with pytest.raises(NotFound):  # gone for a reader at once
+        build_memory(settings).history(secret.id)
+    assert memory.finish_erasures(120)
+    assert not [path for path, data in bucket_files(settings.db) if b"lapwing" in data]
+    assert memory.forget(secret.id, reason="asked again").erasure == "done"
 
 
 def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: LocalS3) -> None:

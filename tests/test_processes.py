@@ -22,6 +22,8 @@ from corrigenda.store.tables import Tables
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from bench.faults import STOP_WAIT_S
+
 from .conftest import call
 
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
@@ -79,7 +81,7 @@ def serve_http(db: str, *args: str, env: dict[str, str] | None = None) -> Iterat
         yield Running(port, proc)
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        proc.wait(timeout=STOP_WAIT_S)
 
 
 @pytest.fixture

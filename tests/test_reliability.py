@@ -159,10 +159,10 @@ def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
     old = memory.remember(Draft(text="The on-call phone is 555-0199")).note
     new = memory.correct(old.id, Draft(text="The on-call phone is 555-0142"), reason="new rota").note
 
-    def killed(self: Tables, note_id: str) -> list[str]:
+    def killed(self: Tables, wait: float = 0) -> list[str]:
         raise Cut("killed after the tombstone, before the erasure")
 
-    monkeypatch.setattr(Tables, "erase", killed)
+    monkeypatch.setattr(Tables, "erase_forgotten", killed)
     with pytest.raises(Cut):
         memory.forget(new.id, reason="the user asked")
     monkeypatch.undo()
@@ -203,6 +203,75 @@ def test_a_forget_cut_after_its_delete_is_finished_by_the_retry(
     assert not retry.changed
     assert b"kestrel" not in file_bytes(memory.tables.uri)
     assert memory.stats()["notes"] == 30
+
+
+def test_a_forget_that_erases_later_answers_once_the_note_is_gone_and_erases_on_a_thread(
+    memory: Memory,
+) -> None:
+    """On object storage (here a directory set to behave so) `forget` answers at its tombstone: the
+    note is gone for every reader then, and the text is off every file once the thread's pass ends."""
+    memory.tables.erase_later = True
+    old = memory.remember(Draft(text="The vault's night code is 4471")).note
+    secret = memory.correct(old.id, Draft(text="The vault's night code is osprey-9023"), reason="rotated").note
+    started = threading.Event()
+    release = threading.Event()
+    real = Tables._erase
+
+    def held_back(self: Tables, *args: Any) -> list[str]:  # the thread's pass waits until the checks below are done
+        started.set()
+        release.wait(30)
+        return real(self, *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Tables, "_erase", held_back)
+        done = memory.forget(secret.id, reason="the user asked")
+        assert done.changed and done.erasure == "pending" and len(done.events_removed) == 1  # the supersedes edge
+        assert started.wait(30)
+        for reader in (memory, Memory(memory.tables.uri, memory.embedder)):
+            with pytest.raises(NotFound):
+                reader.history(secret.id)
+            assert [h.id for c in reader.recall("vault night code").chains for h in c.heads] == [old.id]
+        assert b"osprey-9023" in file_bytes(memory.tables.uri)  # not erased yet: the pass is held back
+        assert memory.forget(secret.id, reason="asked again").erasure == "pending"
+        release.set()
+        assert memory.finish_erasures(60)
+    assert b"osprey-9023" not in file_bytes(memory.tables.uri)
+    again = memory.forget(secret.id, reason="asked a third time")
+    assert not again.changed and again.erasure == "done" and again.events_removed == []
+
+
+def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forgets whose process stopped before its thread erased them are erased by the next upkeep of any
+    process, all three in one pass: one rewrite of each table, and one erasure mark each."""
+    memory.tables.erase_later = True
+    monkeypatch.setattr(Tables, "erase_soon", lambda self: None)  # the process stops before its thread runs
+    secrets = [
+        memory.remember(Draft(text=f"Badge {word} opens the archive")).note for word in ("heron", "marten", "vole")
+    ]
+    kept = memory.remember(Draft(text="The archive opens at nine")).note
+    for note in secrets:
+        assert memory.forget(note.id, reason="the user asked").erasure == "pending"
+    assert memory.tables.unerased() == sorted(n.id for n in secrets)
+    monkeypatch.undo()
+    tidied: list[tuple[str, bool]] = []
+    real = Tables._tidy
+
+    def counted(self: Tables, name: str, table: Any, keep: Any, erasing: bool = False) -> None:
+        tidied.append((name, erasing))
+        real(self, name, table, keep, erasing)
+
+    monkeypatch.setattr(Tables, "_tidy", counted)
+    other = Memory(memory.tables.uri, memory.embedder)  # another process's upkeep
+    assert other.tables.compact()
+    assert sorted(t for t in tidied if t[1]) == [(EVENTS, True), (NOTES, True)]  # one pass for the three
+    stored = file_bytes(memory.tables.uri)
+    for word in (b"heron", b"marten", b"vole"):
+        assert word not in stored, word
+    assert other.tables.unerased() == [] and other.tables.erased() == {n.id for n in secrets}
+    assert other.history(kept.id).note.text == "The archive opens at nine"
+    assert memory.forget(secrets[0].id, reason="asked again").erasure == "done"
 
 
 HOLD_LOCK = """

@@ -384,7 +384,7 @@ class Tables:
         self._scope_rows: dict[str, tuple[float, int]] = {}  # scope -> (when counted, notes)
         self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (_view)
         self._erasures: Table | None = None
-        # On object storage an erasure pass takes 1-3 s (README, "Measured"): `forget` answers once
+        # On object storage an erasure pass takes 1-5 s (README, "Measured"): `forget` answers once
         # its tombstone is committed, and a thread of this process erases (erase_soon).
         self.erase_later = remote
         self._eraser: threading.Thread | None = None

@@ -9,7 +9,9 @@ such a file can still hold the forgotten text. So upkeep on object storage takes
 The lease is a small Lance table beside the notes and events, `upkeep_lease` (holder, taken_at_us).
 Taking it is an update of its rows where they are free or stale, and Lance commits an update only if
 no other commit changed those rows since it read them: of two processes taking it at once, one
-commits, and the other is refused or re-reads and finds it taken. Each then reads the table back at
+commits, and the other is refused or re-reads and finds it taken. The rows are looked at first: Lance
+commits a version even for an update that changes no row, so a poll that finds the lease taken writes
+nothing. Each then reads the table back at
 its latest version: the lease is the taker's if every row names it (two processes making the table
 at once can leave two rows). A table found empty gets its one row, free, before a take: it is new, or
 another process making it at the same moment committed its creation as an overwrite of it (Lance does
@@ -83,12 +85,17 @@ class Lease:
         now = datetime.now(UTC)
         taken = {"holder": self.holder, "taken_at_us": where.to_micros(now)}
         table.checkout_latest()  # the store's connections check only when told (tables.py)
-        if table.count_rows() == 0:  # new, or made again by another process: its one row, free
+        taken_at = table.search().select(["taken_at_us"]).limit(None).to_arrow()["taken_at_us"].to_pylist()
+        if not taken_at:  # new, or made again by another process: its one row, free
             try:
                 table.add(pa.Table.from_pylist([FREE], schema=SCHEMA))
             except Exception as exc:  # another process made it again meanwhile (module docstring)
                 log.info("seeding the upkeep lease met another process making its table (%s)", exc)
                 return False
+        elif min(taken_at) >= where.to_micros(now - LEASE_FOR):
+            # Every row taken, and not stale (where.lease_free): no update, which would commit a
+            # version even with no row to change, one a poll.
+            return False
         try:
             table.update(where=where.lease_free(now - LEASE_FOR), values=taken)
         except Exception as exc:  # another process's update of the same rows came first

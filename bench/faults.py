@@ -75,7 +75,7 @@ writes and 4 race rounds, under 2 minutes):
 
     .venv/bin/python bench/faults.py [--kills 210] [--servers 4] [--writes 50] [--race-rounds 20]
                                      [--seed 0] [--quick] [--parts kill,servers,race] [--json PATH] [--dir PATH]
-                                     [--transport stdio|http] [--db s3://… | --local-s3]
+                                     [--transport stdio|http] [--db s3://… | --local-s3 | --local-s3-dispatcher]
 
 It prints one row per part (trials, acknowledged calls, lost, duplicated, corrupt, leaked bytes,
 calls that failed inside the store, seconds), then what the kills landed in and every problem found;
@@ -1281,7 +1281,7 @@ def report(results: Sequence[PhaseResult], settings: Mapping[str, Any], seconds:
 
 
 @contextmanager
-def local_s3(wanted: bool) -> Iterator[dict[str, str]]:
+def local_s3(wanted: bool, dispatcher: bool = False) -> Iterator[dict[str, str]]:
     """A local S3 API in its own process (bench/local_s3.py) with its AWS variables set in this one; {} if not wanted."""
     if not wanted:
         yield {}
@@ -1290,7 +1290,7 @@ def local_s3(wanted: bool) -> Iterator[dict[str, str]]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     script = Path(__file__).with_name("local_s3.py")
-    cmd = [sys.executable, str(script), "--port", str(port), "--bucket", LOCAL_BUCKET]
+    cmd = [sys.executable, str(script), "--port", str(port), "--bucket", LOCAL_BUCKET, *(["--dispatcher"] * dispatcher)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -1333,11 +1333,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--local-s3", action="store_true",
         help="run the servers part on a new store in a local S3 API (bench/local_s3.py, started for the run)",
     )  # fmt: skip
+    parser.add_argument(
+        "--local-s3-dispatcher", action="store_true",
+        help="--local-s3 with moto's dispatcher in front of S3, as its own server has it (the rig before 2026-12-03)",
+    )  # fmt: skip
     parser.add_argument("--child", choices=[*KILL_PHASES, "race"], help=argparse.SUPPRESS)
     parser.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child_main(args)
+    args.local_s3 = args.local_s3 or args.local_s3_dispatcher
     if args.quick:
         args.kills, args.servers, args.writes, args.race_rounds = 12, 2, 10, 4
     per_phase = max(1, args.kills // len(KILL_PHASES))
@@ -1346,6 +1351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "servers": args.servers, "writes": args.writes, "race_rounds": args.race_rounds,
         "kill_within_s": KILL_WITHIN_S, "embedder": StandInEmbedder.name, "parts": args.parts,
         "transport": args.transport, "db": args.db or ("local S3" if args.local_s3 else "a temp directory"),
+        "local_s3_dispatcher": args.local_s3_dispatcher,
     }  # fmt: skip
     parts = set(args.parts.split(","))
     if not parts <= {"kill", "servers", "race"}:
@@ -1359,7 +1365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(kill_phase(phase, root, per_phase, args.seed))
         if "servers" in parts:
             (root / "servers").mkdir(parents=True, exist_ok=True)
-            with local_s3(args.local_s3) as env:
+            with local_s3(args.local_s3, args.local_s3_dispatcher) as env:
                 db = args.db or (f"s3://{LOCAL_BUCKET}/faults-{int(time.time())}" if env else None)
                 results.append(servers_phase(root, args.servers, args.writes, args.seed, db, args.transport, env))
         if "race" in parts:

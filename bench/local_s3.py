@@ -18,6 +18,10 @@ that makes it behave as S3 does where moto does not, and that can be told to mis
   (store/tables.py), which hides most losses that land before that read.
 - **Outages.** `stop()` closes the port (connections are refused) and `start()` opens it again on
   the same port with the same objects.
+- **Only S3.** The gate serves moto's S3 application itself. moto's own server puts a dispatcher in
+  front that, for every request and under one lock, finds the service by listing moto's modules on
+  disk: in a profile of the three-server bench it was 15 % of the S3 server's samples, in a process
+  that is the bench's bottleneck (README, *Measured*). `dispatcher=True` keeps it, to compare.
 
 Run on its own for a bench (`bench/scale.py --db s3://…`):
 
@@ -101,11 +105,12 @@ class Gate:
 class LocalS3:
     """moto's S3 server on 127.0.0.1 behind a Gate, with buckets made at the first start."""
 
-    def __init__(self, port: int, buckets: Iterable[str] = (), **gate: Any) -> None:
+    def __init__(self, port: int, buckets: Iterable[str] = (), dispatcher: bool = False, **gate: Any) -> None:
         from moto.server import DomainDispatcherApplication, create_backend_app
 
         self.port = port
-        self.gate = Gate(DomainDispatcherApplication(create_backend_app), **gate)
+        app = DomainDispatcherApplication(create_backend_app) if dispatcher else create_backend_app("s3")
+        self.gate = Gate(app, **gate)
         self._buckets = list(buckets)
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -164,10 +169,13 @@ def main() -> None:
     parser.add_argument(
         "--ignore-conditional-writes", action="store_true", help="the negative control: commits can be lost"
     )
+    parser.add_argument(
+        "--dispatcher", action="store_true", help="moto's dispatcher in front of S3, as its own server has it"
+    )
     args = parser.parse_args()
     s3 = LocalS3(
-        args.port, [args.bucket], honour_conditional_writes=not args.ignore_conditional_writes,
-        commit_delay=args.commit_delay,
+        args.port, [args.bucket], dispatcher=args.dispatcher,
+        honour_conditional_writes=not args.ignore_conditional_writes, commit_delay=args.commit_delay,
     ).start()  # fmt: skip
     print(" ".join(f"{k}={v}" for k, v in s3.env.items()), flush=True)
     print(f"serving s3://{args.bucket} on {s3.endpoint}; Ctrl-C stops it", flush=True)

@@ -211,8 +211,9 @@ def client_name(ctx: Context) -> str | None:
         return None
 
 
-# How long a stopping server waits for the erasures its forgets left under way (object storage).
-SHUTDOWN_ERASURE_WAIT = 60.0
+# How long a stopping server waits for the erasures its forgets left under way (object storage) and
+# for a compaction it is running.
+SHUTDOWN_WAIT = 60.0
 
 
 def build_memory(settings: Settings) -> Memory:
@@ -261,10 +262,11 @@ def build_server(
         try:
             yield AppContext(memory=memory)
         finally:
-            # On object storage a forget answers before its erasure is done: finish it before stopping.
+            # On object storage a forget answers before its erasure is done, and a compaction holds the
+            # upkeep lease every server's erasures wait for: finish both before stopping.
             with anyio.CancelScope(shield=True):
-                if not await anyio.to_thread.run_sync(memory.finish_erasures, SHUTDOWN_ERASURE_WAIT):
-                    log.warning("stopping with an erasure under way; the next upkeep, on any server, finishes it")
+                if not await anyio.to_thread.run_sync(memory.finish_upkeep, SHUTDOWN_WAIT):
+                    log.warning("stopping with upkeep under way; the next upkeep, on any server, finishes it")
 
     scope_line = SCOPE_FROM_ROOTS if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     server = CorrigendaServer(

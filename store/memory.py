@@ -393,10 +393,10 @@ class Memory:
             erasure="done" if erased else "pending",
         )  # fmt: skip
 
-    def finish_erasures(self, timeout: float) -> bool:
+    def finish_upkeep(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the erasures this process's forgets left under way (object
-        storage): before a server stops. Whether none is left running."""
-        return self.tables.finish_erasures(timeout)
+        storage) and for a compaction it is running: before a server stops. Whether none is left."""
+        return self.tables.finish_upkeep(timeout)
 
     # -- reading -----------------------------------------------------------------------------
 

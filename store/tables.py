@@ -372,6 +372,7 @@ class Tables:
         self._events: Table | None = None
         self._open_lock = threading.Lock()
         self._compact_lock = threading.Lock()
+        self._stopping = False  # finish_upkeep was called: no compaction starts from now on
         self._writes_since_check = 0
         remote = self._remote = "://" in uri
         self._lease = Lease(self._open_or_create) if remote else None
@@ -589,7 +590,20 @@ class Tables:
     def _append(self, table: Table, rows: pa.Table) -> int:
         """Append rows in one write; in a young table, make sure they are there (YOUNG_TABLE_VERSIONS).
         Returns the table version that holds them."""
-        version = int(self._writable(table).add(rows).version)
+        try:
+            version = int(self._writable(table).add(rows).version)
+        except Exception as exc:
+            # Lance checks a commit against the version it was made on: an erasure pass on another
+            # process (which keeps only the latest version) can remove that version's manifest while
+            # this call reads, and the commit fails before it lands. Write again on the latest.
+            if not _missing_file(exc):
+                raise
+            log.info("a write to %s met a version another process removed (%s); writing again", table.name, exc)
+            self._catch_up(table)
+            there = self._scan(table, ["id"], where.id_in(rows["id"].to_pylist()))["id"].to_pylist()
+            rows = rows.filter(pc.invert(pc.is_in(rows["id"], pa.array(there, pa.string()))))
+            landed = rows.num_rows == 0  # after all
+            version = self._view(table).version if landed else int(self._writable(table).add(rows).version)
         self._catch_up(table, version)  # this operation's reads from now on see what it wrote
         for _ in range(CREATE_ATTEMPTS):
             if version > YOUNG_TABLE_VERSIONS:
@@ -715,13 +729,23 @@ class Tables:
             except Exception:
                 log.exception("erasing forgotten notes failed; the next upkeep pass, on any process, tries again")
 
-    def finish_erasures(self, timeout: float = ERASE_WAIT) -> bool:
-        """Wait up to `timeout` seconds for this process's erasure thread; whether none is running now."""
+    def finish_upkeep(self, timeout: float = ERASE_WAIT) -> bool:
+        """Before the process stops: wait up to `timeout` seconds for its erasure thread and for a
+        compaction under way, and start no compaction after; whether neither is running now. (A
+        process that stops while it compacts a bucket leaves the upkeep lease taken for LEASE_FOR,
+        and every other process's erasures wait that long.)"""
+        deadline = time.monotonic() + timeout
+        self._stopping = True
         with self._eraser_lock:
             eraser = self._eraser
         if eraser is not None:
             eraser.join(timeout)
-        return not eraser.is_alive() if eraser is not None else True
+            if eraser.is_alive():
+                return False
+        if not self._compact_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return False
+        self._compact_lock.release()
+        return True
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -999,6 +1023,8 @@ class Tables:
         another process is at it)."""
         tables = self._tables()  # opened (never made) outside the lock, which making a table takes
         with self._compact_lock:
+            if self._stopping:
+                return False
             try:
                 with self._exclusive(0):
                     self._erase(tables)  # what a process that forgot and then stopped left

@@ -112,7 +112,7 @@ def test_a_forget_on_a_bucket_answers_at_its_tombstone_and_its_thread_erases_eve
     assert done.changed and done.erasure == "pending"
     with pytest.raises(NotFound):  # gone for a reader at once
         build_memory(settings).history(secret.id)
-    assert memory.finish_erasures(120)
+    assert memory.finish_upkeep(120)
     assert not [path for path, data in bucket_files(settings.db) if b"lapwing" in data]
     assert memory.forget(secret.id, reason="asked again").erasure == "done"
 

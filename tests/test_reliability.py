@@ -234,7 +234,7 @@ def test_a_forget_that_erases_later_answers_once_the_note_is_gone_and_erases_on_
         assert b"osprey-9023" in file_bytes(memory.tables.uri)  # not erased yet: the pass is held back
         assert memory.forget(secret.id, reason="asked again").erasure == "pending"
         release.set()
-        assert memory.finish_erasures(60)
+        assert memory.finish_upkeep(60)
     assert b"osprey-9023" not in file_bytes(memory.tables.uri)
     again = memory.forget(secret.id, reason="asked a third time")
     assert not again.changed and again.erasure == "done" and again.events_removed == []
@@ -272,6 +272,65 @@ def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
     assert other.tables.unerased() == [] and other.tables.erased() == {n.id for n in secrets}
     assert other.history(kept.id).note.text == "The archive opens at nine"
     assert memory.forget(secrets[0].id, reason="asked again").erasure == "done"
+
+
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_write_whose_base_version_another_process_removed_is_written_once(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    """An erasure pass elsewhere keeps only the latest version, so a write made on an older one can
+    fail as Lance reads that version's manifest: it is written again on the latest, once (and not
+    again if, against expectation, the first try landed)."""
+    old = memory.remember(Draft(text="The release train leaves on Tuesdays")).note
+    tries: list[str] = []
+    real = LanceTable.add
+
+    def add(self: LanceTable, data: Any, *args: Any, **kwargs: Any) -> Any:
+        tries.append(self.name)
+        if len(tries) == 1:
+            if landed:
+                real(self, data, *args, **kwargs)
+            raise RuntimeError(f"lance error: Not found: {self.name}.lance/_versions/18446744073709551595.manifest")
+        return real(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(LanceTable, "add", add)
+    new = memory.correct(old.id, Draft(text="The release train leaves on Wednesdays"), reason="moved").note
+    monkeypatch.undo()
+    assert tries == [EVENTS, NOTES] if landed else [EVENTS, EVENTS, NOTES]
+    events = memory.tables._scan(memory.tables.events_table(), ["id", "src"])
+    assert events["src"].to_pylist().count(new.id) == 1  # the supersedes edge, once
+    chains = Memory(memory.tables.uri, memory.embedder).recall("when does the release train leave?").chains
+    assert [h.text for h in chains[0].heads] == ["The release train leaves on Wednesdays"]
+    assert [(h.note.text, h.by) for h in chains[0].history] == [("The release train leaves on Tuesdays", new.id)]
+
+
+def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memory: Memory) -> None:
+    """A process that stopped mid-compaction would leave the upkeep lease of a bucket taken (for
+    lease.LEASE_FOR), and every other process's erasures would wait that long: finish_upkeep, which a
+    server calls as it stops, waits for the compaction and lets no other start."""
+    memory.remember(Draft(text="The staging cluster lives in eu-west-1"))
+    started = threading.Event()
+    release = threading.Event()
+    real = Tables._tidy
+
+    def held_back(self: Tables, *args: Any, **kwargs: Any) -> None:
+        started.set()
+        release.wait(30)
+        real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Tables, "_tidy", held_back)
+        compaction = threading.Thread(target=memory.tables.compact)
+        compaction.start()
+        assert started.wait(30)
+        assert memory.tables.finish_upkeep(0.2) is False  # still compacting
+        other = Tables(memory.tables.uri)  # another process: the store's upkeep lock is taken
+        assert other.compact() is False
+        release.set()
+        assert memory.tables.finish_upkeep(30)
+        compaction.join(30)
+    assert other.compact() is True  # given back
+    assert memory.tables.compact() is False  # this process is stopping: no compaction starts
 
 
 HOLD_LOCK = """

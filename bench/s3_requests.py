@@ -1,0 +1,187 @@
+"""Requests: how many requests one writer makes to a bucket, and which part of the store makes them.
+
+On object storage every read, write, listing and delete is a request, and on the three-server bench
+(bench/faults.py --local-s3) the writes wait for the S3 server's one process, so requests per write
+is what latency there follows. This bench counts them exactly, with no clock in the result: one
+writer through `Memory` on a bucket of a local S3 API in this process (bench/local_s3.py), a mix of
+remember (about 70 %), correct (20 %) and forget (10 %), each write followed by a recall as another
+server's read would be. Upkeep and erasure run in line, right after the write that set them off
+(not on their threads), so each request is counted against what made it:
+
+- write: the write calls themselves;
+- read: the recall after each write;
+- upkeep: the looks at whether compaction is due, and the compactions;
+- erasure: the erasure passes of the forgets.
+
+    .venv/bin/python bench/s3_requests.py [--writes 150] [--seed 1] [--forgets 0.1] [--compact-at 16]
+                                       [--two-pass-cleanup] [--json PATH]
+
+`--compact-at` and `--two-pass-cleanup` put back what upkeep on a bucket did before cc91a6b (8, and
+a cleanup in two passes: versions older than 10 s, then those beyond the newest 20), to compare.
+It prints requests per write by phase and kind, compactions and erasure passes (about 2 minutes for
+150 writes with the real model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import socket
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from local_s3 import LocalS3
+
+PHASES = ("write", "read", "upkeep", "erasure")
+KINDS = ("list", "manifest", "data read", "other read", "put", "delete")
+BUCKET = "corrigenda-requests"
+
+
+def kind(method: str, path: str, query: str) -> str:
+    if method == "POST" and "delete" in query:
+        return "delete"
+    if method in ("PUT", "POST"):
+        return "put"
+    if "list-type" in query:
+        return "list"
+    if "/_versions/" in path:
+        return "manifest"  # (GET or HEAD)
+    return "data read" if "/data/" in path else "other read"
+
+
+class Counting:
+    """WSGI middleware between the gate and moto: each request counted against the current phase."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+        self.app = app
+        self.phase = "write"
+        self.counts: dict[str, Counter[str]] = {phase: Counter() for phase in PHASES}
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        found = kind(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", ""))
+        self.counts[self.phase][found] += 1
+        return self.app(environ, start_response)
+
+
+def two_pass_clean(self: Any, dataset: Any, keep_versions_for: timedelta) -> None:
+    """The cleanup on a bucket before cc91a6b: each pass reads every manifest."""
+    from corrigenda.store import tables
+
+    dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
+    if keep_versions_for > timedelta(0):
+        dataset.cleanup_old_versions(retain_versions=tables.KEEP_VERSIONS, error_if_tagged_old_versions=False)
+
+
+def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass: bool) -> dict[str, Any]:
+    import os
+
+    from corrigenda.store import Draft, Memory, tables
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    s3 = LocalS3(port, [BUCKET]).start()
+    counting = Counting(s3.gate.app)
+    s3.gate.app = counting
+    os.environ.update(s3.env)
+    if compact_at is not None:
+        tables.COMPACT_AT_FRAGMENTS_REMOTE = compact_at
+    if two_pass:
+        tables.Tables._clean = two_pass_clean  # type: ignore[method-assign]
+    done = Counter()
+
+    def in_line(self: tables.Tables) -> None:  # Tables._wrote, with the compaction in this thread
+        self._writes_since_check += 1
+        if self._writes_since_check >= self._check_every:
+            self._writes_since_check = 0
+            counting.phase = "upkeep"
+            done["compactions"] += self.compact_if_due()
+            counting.phase = "write"
+
+    real_erase = tables.Tables.erase_forgotten
+
+    def erase(self: tables.Tables, *args: Any, **kwargs: Any) -> list[str]:
+        counting.phase = "erasure"
+        try:
+            return real_erase(self, *args, **kwargs)
+        finally:
+            counting.phase = "write"
+            done["erasure passes"] += 1
+
+    tables.Tables._wrote = in_line  # type: ignore[method-assign]
+    tables.Tables.erase_forgotten = erase  # type: ignore[method-assign]
+    try:
+        memory = Memory(f"s3://{BUCKET}/store")
+        memory.tables.erase_later = False  # the pass in line, in the forget
+        rng = random.Random(seed)
+        ids: list[str] = []
+        for i in range(writes):
+            roll = rng.random()
+            topic = f"topic {i % 7}"
+            if ids and roll < forgets:
+                memory.forget(ids.pop(rng.randrange(len(ids))), reason="bench")
+            elif ids and roll < forgets + 0.2:
+                old = ids.pop(rng.randrange(len(ids)))
+                text = f"correction {i} of a fact about {topic}: {rng.random():.4f}"
+                ids.append(memory.correct(old, Draft(text=text), reason="bench").note.id)
+            else:
+                ids.append(memory.remember(Draft(text=f"fact {i} about {topic}: value {rng.random():.4f}")).note.id)
+            counting.phase = "read"
+            memory.recall(topic)
+            counting.phase = "write"
+    finally:
+        s3.stop()
+    return {
+        "writes": writes, "seed": seed, "forgets": forgets,
+        "compact_at": tables.COMPACT_AT_FRAGMENTS_REMOTE, "cleanup": "two passes" if two_pass else "one pass",
+        "compactions": done["compactions"], "erasure_passes": done["erasure passes"],
+        "requests": {phase: dict(counting.counts[phase]) for phase in PHASES},
+    }  # fmt: skip
+
+
+def report(result: dict[str, Any]) -> str:
+    n = result["writes"]
+    lines = [
+        f"requests: one writer on a local bucket, {n} writes (seed {result['seed']}, forgets {result['forgets']:.0%}), "
+        f"compaction at {result['compact_at']} fragments, cleanup in {result['cleanup']}; "
+        f"{result['compactions']} compactions, {result['erasure_passes']} erasure passes",
+        "",
+        f"{'per write':<10}" + "".join(f"{k:>12}" for k in KINDS) + f"{'all':>10}",
+    ]
+    totals: Counter[str] = Counter()
+    for phase in PHASES:
+        counts = result["requests"][phase]
+        totals.update(counts)
+        cells = "".join(f"{counts.get(k, 0) / n:>12.1f}" for k in KINDS)
+        lines.append(f"{phase:<10}{cells}{sum(counts.values()) / n:>10.1f}")
+    cells = "".join(f"{totals.get(k, 0) / n:>12.1f}" for k in KINDS)
+    lines.append(f"{'all':<10}{cells}{sum(totals.values()) / n:>10.1f}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--writes", type=int, default=150)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--forgets", type=float, default=0.1, help="the share of writes that are forgets")
+    parser.add_argument("--compact-at", type=int, help="compact a bucket's table at this many small fragments")
+    parser.add_argument("--two-pass-cleanup", action="store_true", help="the cleanup on a bucket before cc91a6b")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    args = parser.parse_args()
+    if not 0 <= args.forgets <= 0.8:
+        parser.error("--forgets is a share between 0 and 0.8")
+    result = run(args.writes, args.seed, args.forgets, args.compact_at, args.two_pass_cleanup)
+    print(report(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

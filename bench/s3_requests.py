@@ -95,7 +95,7 @@ def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass
         tables.COMPACT_AT_FRAGMENTS_REMOTE = compact_at
     if two_pass:
         tables.Tables._clean = two_pass_clean  # type: ignore[method-assign]
-    done = Counter()
+    done: Counter[str] = Counter()
 
     def in_line(self: tables.Tables) -> None:  # Tables._wrote, with the compaction in this thread
         self._writes_since_check += 1

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import socket
 import sys
@@ -37,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from corrigenda.store import Draft, Memory, tables
 from local_s3 import LocalS3
 
 PHASES = ("write", "read", "upkeep", "erasure")
@@ -72,18 +74,12 @@ class Counting:
 
 def two_pass_clean(self: Any, dataset: Any, keep_versions_for: timedelta) -> None:
     """The cleanup on a bucket before cc91a6b: each pass reads every manifest."""
-    from corrigenda.store import tables
-
     dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
     if keep_versions_for > timedelta(0):
         dataset.cleanup_old_versions(retain_versions=tables.KEEP_VERSIONS, error_if_tagged_old_versions=False)
 
 
 def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass: bool) -> dict[str, Any]:
-    import os
-
-    from corrigenda.store import Draft, Memory, tables
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -4,7 +4,7 @@ Each operation starts with `refresh()`, which moves each table's view to its lat
 sees every write any process made before it began, and its reads within check no further (on an
 object store each check is a listing of the table's versions: a remember made twenty of them when
 every read checked). Reads go to the view, the Lance dataset under each table (`_view`), which this
-process's own writes move too: the same query through LanceDB's query builder cost 5-6 ms more each,
+process's own writes move too (forward only, whichever of its threads moves it): the same query through LanceDB's query builder cost 5-6 ms more each,
 and asking a LanceDB table for its version about 0.2-0.8 ms, where the dataset answers in
 microseconds (README, *Measured*, Scale). Writes are appends (which never conflict in Lance); a real delete
 happens only in `forget`. Ids are made by the writer, so a retried append can leave a
@@ -386,6 +386,7 @@ class Tables:
         self._vector_index_checked = -SCOPE_SIZE_TTL  # time.monotonic() of the last look
         self._scope_rows: dict[str, tuple[float, int]] = {}  # scope -> (when counted, notes)
         self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (_view)
+        self._views_lock = threading.Lock()
         self._erasures: Table | None = None
         # On object storage an erasure pass takes 1-5 s (README, "Measured"): `forget` answers once
         # its tombstone is committed, and a thread of this process erases (erase_soon).
@@ -437,7 +438,13 @@ class Tables:
         view = self._view(table)
         wanted = view.latest_version if written is None else written
         if view.version < wanted:
-            self._views[table.name] = view.checkout_version(wanted)  # (two threads may both move it)
+            moved = view.checkout_version(wanted)  # on a bucket, a read of that version's manifest
+            with self._views_lock:
+                # A view only moves forward. Another thread (an erasure pass, a compaction, another
+                # call) can move it further while this one reads: putting this older version back
+                # would hide from that thread's operation the write it just made.
+                if self._views[table.name].version < moved.version:
+                    self._views[table.name] = moved
 
     def _writable(self, table: Table) -> Table:
         """The LanceDB table at least at its view's version, for a write: Lance checks a commit against
@@ -773,7 +780,9 @@ class Tables:
         another version."""
         view = self._views.get(table.name)
         if view is None:
-            view = self._views[table.name] = table.to_lance()
+            opened = table.to_lance()
+            with self._views_lock:
+                view = self._views.setdefault(table.name, opened)
         return view
 
     def _scan(self, table: Table, columns: list[str] | None, clause: str | None = None, **search: Any) -> pa.Table:

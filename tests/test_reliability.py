@@ -17,6 +17,7 @@ import pytest
 from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder, tables
 from corrigenda.store.model import EventKind, NoteState
 from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
+from lance import LanceDataset
 from lancedb.table import LanceTable
 
 
@@ -302,6 +303,38 @@ def test_a_write_whose_base_version_another_process_removed_is_written_once(
     chains = Memory(memory.tables.uri, memory.embedder).recall("when does the release train leave?").chains
     assert [h.text for h in chains[0].heads] == ["The release train leaves on Wednesdays"]
     assert [(h.note.text, h.by) for h in chains[0].history] == [("The release train leaves on Tuesdays", new.id)]
+
+
+def test_a_catch_up_that_ends_late_on_another_thread_never_moves_a_view_back(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erasure pass or a compaction catches the views up on its own thread, and on a bucket reading
+    the version it found latest is a request: a call that writes meanwhile moves the view further.
+    The late catch-up must not put the older version back, or the call's next read (the check a young
+    table makes after a write, the call's answer) misses what the call just wrote."""
+    memory.remember(Draft(text="The release train leaves on Tuesdays"))
+    notes = memory.tables.notes_table()
+    assert notes is not None
+    Memory(memory.tables.uri, memory.embedder).remember(Draft(text="The freeze starts on the 14th"))  # elsewhere
+    reading, go = threading.Event(), threading.Event()
+    real = LanceDataset.checkout_version
+
+    def checkout_version(self: LanceDataset, version: Any) -> LanceDataset:
+        moved = real(self, version)
+        if threading.current_thread().name == "late":
+            reading.set()
+            go.wait(30)
+        return moved
+
+    monkeypatch.setattr(LanceDataset, "checkout_version", checkout_version)
+    late = threading.Thread(target=memory.tables.refresh, name="late")
+    late.start()
+    assert reading.wait(30)  # it has read the version the other process wrote, and not put it in place yet
+    written = memory.remember(Draft(text="The release train leaves on Wednesdays")).note
+    go.set()
+    late.join(30)
+    assert memory.tables._view(notes).version == notes.version  # where this process's write left it
+    assert written.id in memory.tables.notes([written.id])  # read with no refresh, as within the call
 
 
 def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memory: Memory) -> None:

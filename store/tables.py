@@ -4,9 +4,9 @@ Each operation starts with `refresh()`, which moves each table's view to its lat
 sees every write any process made before it began, and its reads within check no further (on an
 object store each check is a listing of the table's versions: a remember made twenty of them when
 every read checked). Reads go to the view, the Lance dataset under each table (`_view`), which this
-process's own writes move too (forward only, whichever of its threads moves it): the same query through LanceDB's query builder cost 5-6 ms more each,
-and asking a LanceDB table for its version about 0.2-0.8 ms, where the dataset answers in
-microseconds (README, *Measured*, Scale). Writes are appends (which never conflict in Lance); a real delete
+process's own writes move too, and which only moves forward, whichever of its threads moves it. The
+same query through LanceDB's query builder cost 5-6 ms more each, and asking a LanceDB table for its
+version about 0.2-0.8 ms, where the dataset answers in microseconds (README, *Measured*, Scale). Writes are appends (which never conflict in Lance); a real delete
 happens only in `forget`. Ids are made by the writer, so a retried append can leave a
 duplicate row: readers keep the first row of each id.
 

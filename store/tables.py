@@ -6,9 +6,10 @@ object store each check is a listing of the table's versions: a remember made tw
 every read checked). Reads go to the view, the Lance dataset under each table (`_view`), which this
 process's own writes move too, and which only moves forward, whichever of its threads moves it. The
 same query through LanceDB's query builder cost 5-6 ms more each, and asking a LanceDB table for its
-version about 0.2-0.8 ms, where the dataset answers in microseconds (README, *Measured*, Scale). Writes are appends (which never conflict in Lance); a real delete
-happens only in `forget`. Ids are made by the writer, so a retried append can leave a
-duplicate row: readers keep the first row of each id.
+version about 0.2-0.8 ms, where the dataset answers in microseconds (README, *Measured*, Scale).
+Writes are appends (which never conflict in Lance); a real delete happens only in `forget`. Ids are
+made by the writer, so a retried append can leave a duplicate row: readers keep the first row of
+each id.
 
 A write that adds a note and its edges is two appends in two tables, and Lance commits each
 table on its own. So the edges go first and the note's row is the commit point: the fold

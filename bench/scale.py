@@ -860,6 +860,7 @@ def measure_recalls(
 
     table = memory.tables.notes_table()
     assert table is not None
+    table.checkout_latest()  # the exact neighbours of every row: appends go through the store's views, not this table
     for q, v, rec, ps, wm, es, res in zip(
         corpus.queries, vectors, recall_s, plain_s, with_model_s, embed_s, delivered, strict=True
     ):

@@ -7,9 +7,9 @@ every read checked). Reads go to the view, the Lance dataset under each table (`
 process's own writes move too, and which only moves forward, whichever of its threads moves it. The
 same query through LanceDB's query builder cost 5-6 ms more each, and asking a LanceDB table for its
 version about 0.2-0.8 ms, where the dataset answers in microseconds (README, *Measured*, Scale).
-Writes are appends (which never conflict in Lance); a real delete happens only in `forget`. Ids are
-made by the writer, so a retried append can leave a duplicate row: readers keep the first row of
-each id.
+Writes are appends through the view (`_add`), which never conflict in Lance; a real delete happens
+only in `forget`. Ids are made by the writer, so a retried append can leave a duplicate row: readers
+keep the first row of each id.
 
 A write that adds a note and its edges is two appends in two tables, and Lance commits each
 table on its own. So the edges go first and the note's row is the commit point: the fold
@@ -31,6 +31,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -340,6 +341,8 @@ def _rows_with_vectors(found: pa.Table) -> list[tuple[dict[str, Any], np.ndarray
 
 T = TypeVar("T")
 
+_REFRESHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-refresh")
+
 
 def _missing_file(exc: Exception) -> bool:
     """Whether a LanceDB error says a file of the version being read is gone (another process's cleanup)."""
@@ -426,34 +429,46 @@ class Tables:
         return StoreUnavailable(self.uri, _store_problem(exc))
 
     def refresh(self) -> None:
-        """See every write made so far, by any process: the start of each operation (module docstring)."""
-        for table in (self._notes, self._events):
-            if table is not None:
-                self._read(partial(self._catch_up, table))
+        """See every write made so far, by any process: the start of each operation (module docstring).
+        On a bucket the tables are caught up at once, each a listing and, if it moved, a manifest read."""
+        catch_ups = [
+            partial(self._read, partial(self._catch_up, t)) for t in (self._notes, self._events) if t is not None
+        ]
+        beside = _REFRESHES.submit(catch_ups.pop()) if self._remote and len(catch_ups) > 1 else None
+        for catch_up in catch_ups:
+            catch_up()
+        if beside is not None:
+            beside.result()
 
-    def _catch_up(self, table: Table, written: int | None = None) -> None:
-        """Move a table's view forward: to the latest version, or to the version `written` by this
-        process. With nothing new it costs a look at the latest version. The LanceDB table, which
-        writes, deletes and upkeep go through, is moved where they are (`_writable`, `_delete`,
-        `_dataset`, and the look for a vector index in `_searched_exactly`)."""
-        view = self._view(table)
-        wanted = view.latest_version if written is None else written
-        if view.version < wanted:
-            moved = view.checkout_version(wanted)  # on a bucket, a read of that version's manifest
-            with self._views_lock:
-                # A view only moves forward. Another thread (an erasure pass, a compaction, another
-                # call) can move it further while this one reads: putting this older version back
-                # would hide from that thread's operation the write it just made.
-                if self._views[table.name].version < moved.version:
-                    self._views[table.name] = moved
+    def _catch_up(self, table: Table) -> None:
+        """Move a table's view forward to its latest version. With nothing new it costs a look at the
+        latest version (on a bucket, a listing); a newer one is read from what that look found (a
+        manifest read; asked for by number, a version costs a HEAD for its size first). The LanceDB
+        table, which deletes and upkeep go through, is moved where they are (`_delete`, `_dataset`,
+        and the look for a vector index in `_searched_exactly`)."""
+        self._move(table, self._view(table).checkout_version((None, None)))  # Lance's name for the latest
 
-    def _writable(self, table: Table) -> Table:
-        """The LanceDB table at least at its view's version, for a write: Lance checks a commit against
-        every version since the one it was made on (on an object store, a read each), so a table
-        left where it was opened would make a reading server's next write check them all."""
-        if table.version < self._view(table).version:
-            table.checkout_latest()
-        return table
+    def _move(self, table: Table, moved: LanceDataset) -> None:
+        """Put `moved` in place as the table's view if it is newer. A view only moves forward. Another
+        thread (an erasure pass, a compaction, another call) can move it further while this one reads:
+        putting this older version back would hide from that thread's operation the write it just made."""
+        with self._views_lock:
+            if self._views[table.name].version < moved.version:
+                self._views[table.name] = moved
+
+    def _add(self, table: Table, rows: pa.Table) -> int:
+        """Append `rows` through the table's view, which the version made then becomes; returns it.
+        Lance commits on the view's version, checking only the versions since (the refresh at the
+        start of the operation found them), and hands back the dataset it committed: on a bucket the
+        write is four requests (the data, a listing, the transaction, the manifest), where a write
+        through the LanceDB table made six to eight (its own look at the latest version before, when
+        another process wrote since, and the view's read of the new manifest after: README,
+        *Measured*)."""
+        import lance
+
+        moved = lance.write_dataset(rows, self._view(table), mode="append")
+        self._move(table, moved)
+        return int(moved.version)
 
     def _table_names(self) -> set[str]:
         return set(self.db.list_tables().tables)
@@ -601,7 +616,7 @@ class Tables:
         """Append rows in one write; in a young table, make sure they are there (YOUNG_TABLE_VERSIONS).
         Returns the table version that holds them."""
         try:
-            version = int(self._writable(table).add(rows).version)
+            version = self._add(table, rows)
         except Exception as exc:
             # Lance checks a commit against the version it was made on: an erasure pass on another
             # process (which keeps only the latest version) can remove that version's manifest while
@@ -613,8 +628,7 @@ class Tables:
             there = self._scan(table, ["id"], where.id_in(rows["id"].to_pylist()))["id"].to_pylist()
             rows = rows.filter(pc.invert(pc.is_in(rows["id"], pa.array(there, pa.string()))))
             landed = rows.num_rows == 0  # after all
-            version = self._view(table).version if landed else int(self._writable(table).add(rows).version)
-        self._catch_up(table, version)  # this operation's reads from now on see what it wrote
+            version = self._view(table).version if landed else self._add(table, rows)
         for _ in range(CREATE_ATTEMPTS):
             if version > YOUNG_TABLE_VERSIONS:
                 break
@@ -629,7 +643,7 @@ class Tables:
                 table.name,
             )
             rows = rows.filter(pc.invert(pc.is_in(rows["id"], pa.array(sorted(there), pa.string()))))
-            version = int(self._writable(table).add(rows).version)
+            version = self._add(table, rows)
         return version
 
     # -- erasure ----------------------------------------------------------------------------

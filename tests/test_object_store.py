@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ import pytest
 from corrigenda.server.app import build_memory
 from corrigenda.server.config import Settings
 from corrigenda.store import lease
+from corrigenda.store import tables as tables_module
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.lease import Lease
 from corrigenda.store.model import Note
@@ -187,26 +189,80 @@ def test_a_write_that_a_late_second_creation_of_the_table_overwrote_is_written_a
     """What the race above can do at its worst, made certain: another process's creation of the
     table lands as an overwrite just after this process's first append to it."""
     import lancedb
-    from lancedb.table import LanceTable
 
     other = lancedb.connect(db)
-    real_add = LanceTable.add
+    real_add = Tables._add
     overwrites: list[int] = []
 
-    def add_then_overwritten(self: LanceTable, data: Any, *args: Any, **kwargs: Any) -> Any:
-        result = real_add(self, data, *args, **kwargs)
-        if self.name == "notes" and not overwrites:
-            overwrites.append(other.create_table("notes", schema=self.schema, mode="overwrite").version)
-        return result
+    def add_then_overwritten(self: Tables, table: Any, rows: Any) -> int:
+        version = real_add(self, table, rows)
+        if table.name == "notes" and not overwrites:
+            overwrites.append(other.create_table("notes", schema=table.schema, mode="overwrite").version)
+        return version
 
-    monkeypatch.setattr(LanceTable, "add", add_then_overwritten)
+    monkeypatch.setattr(Tables, "_add", add_then_overwritten)
     tables = Tables(db)
     note = Note(id=new_note_id(), text="written once, overwritten, written again", scope="default", kind="fact",
                 recorded_at=datetime.now(UTC))  # fmt: skip
     tables.add_notes([(note, [0.1] * 8, True)], "a-model")
     assert overwrites, "the overwrite did not happen"
-    notes = tables.notes_table()
+    notes = Tables(db).notes_table()  # opened afresh: what every reader finds
     assert notes is not None and notes.to_arrow()["id"].to_pylist() == [note.id]
+
+
+class Requests:
+    """WSGI middleware in front of the local S3 API's moto: each request while `on`, named by what it
+    does to which table: "PUT notes data", "LIST notes", "GET events _versions", ..."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.on = False
+        self.seen: list[str] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if self.on:
+            method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+            if "list-type" in environ.get("QUERY_STRING", ""):
+                prefix = urllib.parse.parse_qs(environ["QUERY_STRING"]).get("prefix", [""])[0]
+                method, path = "LIST", prefix
+            table, _, rest = path.partition(".lance/")
+            self.seen.append(f"{method} {table.rsplit('/', 1)[-1]} {rest.split('/')[0]}".strip())
+        return self.app(environ, start_response)
+
+
+def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read_once(
+    s3: LocalS3, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write goes through the table's view: the data, a listing, the transaction and the manifest,
+    with no look at the latest version before and no read of the new manifest after (README,
+    *Measured*). The refresh reads the latest version of a table another server moved from its
+    listing, without asking for the manifest's size first (a HEAD)."""
+    from corrigenda.store import Draft, Memory
+
+    monkeypatch.setattr(tables_module, "YOUNG_TABLE_VERSIONS", 0)  # past the young table's check
+    db = f"s3://{BUCKET}/requests"
+    mine, theirs = (
+        Memory(db, embedder, storage_options=_options(s3)),
+        Memory(db, embedder, storage_options=_options(s3)),
+    )
+    mine.remember(Draft(text="The staging cluster lives in eu-west-1"))
+    mine.remember(Draft(text="The on-call rotation changes on Mondays"))  # its first search looks for a vector index
+    theirs.remember(Draft(text="The release train leaves on Tuesdays"))  # another server moves the table
+    requests = Requests(s3.gate.app)
+    monkeypatch.setattr(s3.gate, "app", requests)
+    requests.on = True
+    note = mine.remember(Draft(text="The freeze starts on the 14th")).note
+    seen, requests.seen = requests.seen, []
+    assert mine.tables.notes([note.id])[note.id].text == "The freeze starts on the 14th"  # no catch-up needed
+    read_back, requests.on = requests.seen, False
+    assert theirs.history(note.id).note.text == "The freeze starts on the 14th"
+
+    assert not [r for r in seen if r.startswith("HEAD") and r.endswith("_versions")], seen
+    assert seen.count("GET notes _versions") == 1, seen  # the table the other server moved; events did not move
+    assert "GET events _versions" not in seen, seen
+    commit = seen[seen.index("PUT notes data") :]
+    assert commit == ["PUT notes data", "LIST notes _versions", "PUT notes _transactions", "PUT notes _versions"], seen
+    assert not [r for r in read_back if r.endswith("_versions")], read_back
 
 
 def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: str) -> None:

@@ -26,7 +26,7 @@ from corrigenda.store import (
 from corrigenda.store.embedder import default_model_path
 from corrigenda.store.model import Event, EventKind, Note
 from corrigenda.store.recall import RetrievalSettings
-from corrigenda.store.tables import COMPACT_AT_FRAGMENTS
+from corrigenda.store.tables import COMPACT_AT_FRAGMENTS, Tables
 from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
 from hypothesis import given
@@ -72,21 +72,22 @@ def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_vers
     db: str, memory: Memory, embedder: SentenceTransformerEmbedder
 ) -> None:
     """Another `Memory` on the store stands for another process. A call moves the tables' views (what
-    reads go to) to the latest version; the LanceDB table that writes go through is moved only before
-    a write, so a reader's calls make no LanceDB call and its first write still lands on top of
-    every version since."""
+    reads and appends go to) to the latest version, so a reader's calls make no LanceDB call, and its
+    first write lands on top of every version since."""
     writer = memory
     first = writer.remember(Draft(text="The build server is ci-3")).note
     reader = Memory(db, embedder)
     assert [h.id for c in reader.recall("build server").chains for h in c.heads] == [first.id]
-    opened_at = reader.tables.notes_table().version  # type: ignore[union-attr]
+    notes = reader.tables.notes_table()
+    assert notes is not None
+    opened_at = notes.version
     later = [writer.remember(Draft(text=f"Runner {i} builds the docs on Tuesdays")).note.id for i in range(4)]
     assert reader.stats()["notes"] == 5  # its next call sees them
     assert reader.history(later[-1]).note.id == later[-1]
-    assert reader.tables.notes_table().version == opened_at  # type: ignore[union-attr]
     own = reader.remember(Draft(text="The deploy server is cd-1")).note
-    assert reader.tables.notes_table().version > writer.tables.notes_table().version  # type: ignore[union-attr]
-    ids = reader.tables.notes_table().to_arrow()["id"].to_pylist()  # type: ignore[union-attr]
+    assert notes.version == opened_at  # the LanceDB table was never asked
+    assert reader.tables._view(notes).version > writer.tables._view(notes).version  # on top of the writer's
+    ids = Tables(db).notes_table().to_arrow()["id"].to_pylist()  # type: ignore[union-attr]
     assert sorted(ids) == sorted([first.id, *later, own.id])
     assert writer.history(own.id).note.text == "The deploy server is cd-1"
 
@@ -125,7 +126,7 @@ def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransfor
     stored = memory.tables.notes([note.id])[note.id]
     vector = embedder.embed([stored.text])[0]
     memory.tables.add_notes([(stored, vector, True)], embedder.name)  # the same id written again
-    assert memory.tables.notes_table().count_rows() == 2  # type: ignore[union-attr]
+    assert Tables(memory.tables.uri).notes_table().count_rows() == 2  # type: ignore[union-attr]
     recalled = memory.recall("which VPN gateway?")
     assert [h.id for c in recalled.chains for h in c.heads] == [note.id]
 
@@ -143,11 +144,13 @@ def test_chinese_is_found_through_full_text(memory: Memory, embedder: SentenceTr
 
 def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
     memory.remember(Draft(text="The staging cluster runs in eu-west-1"))
-    before = memory.tables.notes_table().version  # type: ignore[union-attr]
+    notes = memory.tables.notes_table()
+    assert notes is not None
+    before = memory.tables._view(notes).version
     at = datetime(2026, 3, 1, tzinfo=UTC)
     drafts = [Draft(text=f"Session note {i}: the user moved to team {i}", at=at + timedelta(days=i)) for i in range(5)]
     stored = memory.import_notes(drafts, actor="importer")
-    assert memory.tables.notes_table().version == before + 1  # type: ignore[union-attr]
+    assert memory.tables._view(notes).version == before + 1
     assert [n.recorded_at for n in stored] == [d.at for d in drafts]
     assert {n.actor for n in stored} == {"importer"} and memory.stats()["notes"] == 6
     found = memory.recall("which team did the user move to?", as_of=at + timedelta(days=1, hours=1))

@@ -11,10 +11,13 @@ server's read would be. Upkeep and erasure run in line, right after the write th
 - write: the write calls themselves;
 - read: the recall after each write;
 - upkeep: the looks at whether compaction is due, and the compactions;
-- erasure: the erasure passes of the forgets.
+- erasure: the erasure passes of the forgets;
+- other: with `--other-writer`, a second `Memory` on the same store (another server) that remembers
+  a note before each write and each recall, so every call of the counted writer first meets a
+  version it did not make, as on the three-server bench.
 
     .venv/bin/python bench/s3_requests.py [--writes 150] [--seed 1] [--forgets 0.1] [--compact-at 16]
-                                       [--two-pass-cleanup] [--json PATH]
+                                       [--two-pass-cleanup] [--other-writer] [--json PATH]
 
 `--compact-at` and `--two-pass-cleanup` put back what upkeep on a bucket did before cc91a6b (8, and
 a cleanup in two passes: versions older than 10 s, then those beyond the newest 20), to compare.
@@ -41,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from corrigenda.store import Draft, Memory, tables
 from local_s3 import LocalS3
 
-PHASES = ("write", "read", "upkeep", "erasure")
+PHASES = ("write", "read", "upkeep", "erasure", "other")
 KINDS = ("list", "manifest", "data read", "other read", "put", "delete")
 BUCKET = "corrigenda-requests"
 
@@ -79,7 +82,9 @@ def two_pass_clean(self: Any, dataset: Any, keep_versions_for: timedelta) -> Non
         dataset.cleanup_old_versions(retain_versions=tables.KEEP_VERSIONS, error_if_tagged_old_versions=False)
 
 
-def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass: bool) -> dict[str, Any]:
+def run(
+    writes: int, seed: int, forgets: float, compact_at: int | None, two_pass: bool, other_writer: bool
+) -> dict[str, Any]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -97,18 +102,18 @@ def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass
         self._writes_since_check += 1
         if self._writes_since_check >= self._check_every:
             self._writes_since_check = 0
-            counting.phase = "upkeep"
+            before, counting.phase = counting.phase, "upkeep" if counting.phase != "other" else "other"
             done["compactions"] += self.compact_if_due()
-            counting.phase = "write"
+            counting.phase = before
 
     real_erase = tables.Tables.erase_forgotten
 
     def erase(self: tables.Tables, *args: Any, **kwargs: Any) -> list[str]:
-        counting.phase = "erasure"
+        before, counting.phase = counting.phase, "erasure"
         try:
             return real_erase(self, *args, **kwargs)
         finally:
-            counting.phase = "write"
+            counting.phase = before
             done["erasure passes"] += 1
 
     tables.Tables._wrote = in_line  # type: ignore[method-assign]
@@ -116,9 +121,18 @@ def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass
     try:
         memory = Memory(f"s3://{BUCKET}/store")
         memory.tables.erase_later = False  # the pass in line, in the forget
+        other = Memory(memory.tables.uri, memory.embedder) if other_writer else None
         rng = random.Random(seed)
         ids: list[str] = []
+
+        def elsewhere(i: int, then: str) -> None:
+            if other is not None:
+                counting.phase = "other"
+                other.remember(Draft(text=f"another server's fact {i} ({then})"))
+            counting.phase = then
+
         for i in range(writes):
+            elsewhere(i, "write")
             roll = rng.random()
             topic = f"topic {i % 7}"
             if ids and roll < forgets:
@@ -129,7 +143,7 @@ def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass
                 ids.append(memory.correct(old, Draft(text=text), reason="bench").note.id)
             else:
                 ids.append(memory.remember(Draft(text=f"fact {i} about {topic}: value {rng.random():.4f}")).note.id)
-            counting.phase = "read"
+            elsewhere(i, "read")
             memory.recall(topic)
             counting.phase = "write"
     finally:
@@ -137,6 +151,7 @@ def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass
     return {
         "writes": writes, "seed": seed, "forgets": forgets,
         "compact_at": tables.COMPACT_AT_FRAGMENTS_REMOTE, "cleanup": "two passes" if two_pass else "one pass",
+        "other_writer": other_writer,
         "compactions": done["compactions"], "erasure_passes": done["erasure passes"],
         "requests": {phase: dict(counting.counts[phase]) for phase in PHASES},
     }  # fmt: skip
@@ -145,7 +160,8 @@ def run(writes: int, seed: int, forgets: float, compact_at: int | None, two_pass
 def report(result: dict[str, Any]) -> str:
     n = result["writes"]
     lines = [
-        f"requests: one writer on a local bucket, {n} writes (seed {result['seed']}, forgets {result['forgets']:.0%}), "
+        f"requests: one writer{' (and another between its calls)' if result['other_writer'] else ''} on a "
+        f"local bucket, {n} writes (seed {result['seed']}, forgets {result['forgets']:.0%}), "
         f"compaction at {result['compact_at']} fragments, cleanup in {result['cleanup']}; "
         f"{result['compactions']} compactions, {result['erasure_passes']} erasure passes",
         "",
@@ -154,11 +170,14 @@ def report(result: dict[str, Any]) -> str:
     totals: Counter[str] = Counter()
     for phase in PHASES:
         counts = result["requests"][phase]
-        totals.update(counts)
+        if phase == "other" and not result["other_writer"]:
+            continue
+        if phase != "other":
+            totals.update(counts)
         cells = "".join(f"{counts.get(k, 0) / n:>12.1f}" for k in KINDS)
         lines.append(f"{phase:<10}{cells}{sum(counts.values()) / n:>10.1f}")
     cells = "".join(f"{totals.get(k, 0) / n:>12.1f}" for k in KINDS)
-    lines.append(f"{'all':<10}{cells}{sum(totals.values()) / n:>10.1f}")
+    lines.append(f"{'all':<10}{cells}{sum(totals.values()) / n:>10.1f}  (the other writer's requests left out)")
     return "\n".join(lines)
 
 
@@ -169,11 +188,16 @@ def main() -> None:
     parser.add_argument("--forgets", type=float, default=0.1, help="the share of writes that are forgets")
     parser.add_argument("--compact-at", type=int, help="compact a bucket's table at this many small fragments")
     parser.add_argument("--two-pass-cleanup", action="store_true", help="the cleanup on a bucket before cc91a6b")
+    parser.add_argument(
+        "--other-writer",
+        action="store_true",
+        help="another Memory on the store writes before each call (another server)",
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args()
     if not 0 <= args.forgets <= 0.8:
         parser.error("--forgets is a share between 0 and 0.8")
-    result = run(args.writes, args.seed, args.forgets, args.compact_at, args.two_pass_cleanup)
+    result = run(args.writes, args.seed, args.forgets, args.compact_at, args.two_pass_cleanup, args.other_writer)
     print(report(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -945,6 +945,7 @@ class Server:
     k: int
     client: Client
     latencies_ms: dict[str, list[float]] = field(default_factory=dict)  # op → each acknowledged call's time
+    calls: list[tuple[str, float, float]] = field(default_factory=list)  # (op, started s, ms) of each of those
 
 
 @asynccontextmanager
@@ -1033,6 +1034,7 @@ async def drive_server(
         if message["kind"] != "ack":
             continue
         server.latencies_ms.setdefault(op, []).append((time.perf_counter() - started) * 1000)
+        server.calls.append((op, started, server.latencies_ms[op][-1]))
         mine.take(op, message, private=rng.random() < 0.5)
         if message.get("note") and op != "forget" and others:
             other = others[i % len(others)]
@@ -1095,6 +1097,7 @@ def servers_phase(
     result.extra["client_closing_errors"] = closing_errors
     result.extra["writes_seconds"] = round(time.perf_counter() - started, 1)
     result.extra["write_latency_ms"] = latency_summary(per_server)
+    result.extra["slowest_writes"] = slowest(per_server)
     progress(f"servers: {result.acknowledged} writes acknowledged in {result.extra['writes_seconds']} s; checking")
     check = check_store(
         db, embedder or SentenceTransformerEmbedder(), ledger, ledger.live_notes(), list(ledger.forgotten)
@@ -1117,6 +1120,20 @@ def latency_summary(servers: Sequence[Server]) -> dict[str, dict[str, float]]:
             if op != "forget":  # an erasure rewrites files: the others are appends
                 by_op.setdefault("all but forget", []).extend(times)
     return {op: percentiles(times) for op, times in sorted(by_op.items())}
+
+
+def slowest(servers: Sequence[Server], count: int = 5) -> list[str]:
+    """The slowest acknowledged writes, each with what was under way as it started: the seconds since
+    the last forget any server acknowledged (its server's erasure pass runs for seconds after it)."""
+    calls = sorted((at, ms, op, server.k) for server in servers for op, at, ms in server.calls)
+    forgets = [at + ms / 1000 for at, ms, op, _ in calls if op == "forget"]
+    first = calls[0][0] if calls else 0.0
+    lines = []
+    for at, ms, op, k in sorted(calls, key=lambda c: -c[1])[:count]:
+        before = [at - done for done in forgets if done <= at]
+        since = f"{min(before):.1f} s after a forget was acknowledged" if before else "before any forget"
+        lines.append(f"{op} on server {k} at {at - first:.1f} s: {ms:.0f} ms, {since}")
+    return lines
 
 
 def percentiles(times: Sequence[float]) -> dict[str, float]:
@@ -1201,7 +1218,7 @@ def race_phase(root: Path, rounds: int, seed: int) -> PhaseResult:
 # what a phase adds to its summary, printed under the table in this order
 EXTRAS = (
     "cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end", "servers_started_s",
-    "seen_by_another_server", "forgets_retried", "write_latency_ms",
+    "seen_by_another_server", "forgets_retried", "write_latency_ms", "slowest_writes",
 )  # fmt: skip
 COLUMNS = ("phase", "trials", "acknowledged", "lost", "duplicated", "corrupt", "leaked bytes", "failed", "seconds")
 

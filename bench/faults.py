@@ -1128,11 +1128,21 @@ def slowest(servers: Sequence[Server], count: int = 5) -> list[str]:
     calls = sorted((at, ms, op, server.k) for server in servers for op, at, ms in server.calls)
     forgets = [at + ms / 1000 for at, ms, op, _ in calls if op == "forget"]
     first = calls[0][0] if calls else 0.0
-    lines = []
-    for at, ms, op, k in sorted(calls, key=lambda c: -c[1])[:count]:
+
+    def since(at: float) -> float | None:
         before = [at - done for done in forgets if done <= at]
-        since = f"{min(before):.1f} s after a forget was acknowledged" if before else "before any forget"
-        lines.append(f"{op} on server {k} at {at - first:.1f} s: {ms:.0f} ms, {since}")
+        return min(before) if before else None
+
+    gaps = sorted(g for g in (since(at) for at, *_ in calls) if g is not None)
+    lines = (
+        [f"{len(gaps)} of {len(calls)} started after a forget, at a median {gaps[len(gaps) // 2]:.1f} s"]
+        if gaps
+        else []
+    )
+    for at, ms, op, k in sorted(calls, key=lambda c: -c[1])[:count]:
+        gap = since(at)
+        after = f"{gap:.1f} s after a forget was acknowledged" if gap is not None else "before any forget"
+        lines.append(f"{op} on server {k} at {at - first:.1f} s: {ms:.0f} ms, {after}")
     return lines
 
 

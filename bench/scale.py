@@ -114,6 +114,7 @@ PLAIN_ANN_FROM = 10_000  # rows; under this LanceDB cannot train an ANN index an
 PLAIN_PQ_FROM = 500_000  # rows; IVF_PQ from here, as an HNSW graph over 1M vectors takes too long on 2 cores
 PLAIN_TOP = 20
 EVENTS_PER_WRITE = 10_000
+UPKEEP_WAIT_S = 600.0  # a compaction set off by the timed writes, waited for before the store is removed
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = BASE + timedelta(days=400)  # the store's clock: after every corpus note
 ACTOR = "bench-scale"
@@ -1155,6 +1156,7 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
     result.disk_store_mib = stored_mib(store_uri)
     result.disk_plain_mib = stored_mib(plain_uri)
     result.seconds = time.perf_counter() - started
+    memory.finish_upkeep(UPKEEP_WAIT_S)  # a compaction the timed writes set off, before its files go
     del memory, plain, notes_table
     gc.collect()
     if not args.keep and not is_remote(location):

@@ -1126,6 +1126,7 @@ def slowest(servers: Sequence[Server], count: int = 5) -> list[str]:
     """The slowest acknowledged writes, each with what was under way as it started: the seconds since
     the last forget any server acknowledged (its server's erasure pass runs for seconds after it)."""
     calls = sorted((at, ms, op, server.k) for server in servers for op, at, ms in server.calls)
+    firsts = {(server.k, server.calls[0][1]) for server in servers if server.calls}  # on a new store: its tables made
     forgets = [at + ms / 1000 for at, ms, op, _ in calls if op == "forget"]
     first = calls[0][0] if calls else 0.0
 
@@ -1142,7 +1143,8 @@ def slowest(servers: Sequence[Server], count: int = 5) -> list[str]:
     for at, ms, op, k in sorted(calls, key=lambda c: -c[1])[:count]:
         gap = since(at)
         after = f"{gap:.1f} s after a forget was acknowledged" if gap is not None else "before any forget"
-        lines.append(f"{op} on server {k} at {at - first:.1f} s: {ms:.0f} ms, {after}")
+        its_first = ", its server's first write" if (k, at) in firsts else ""
+        lines.append(f"{op} on server {k} at {at - first:.1f} s: {ms:.0f} ms{its_first}, {after}")
     return lines
 
 

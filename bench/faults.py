@@ -1124,7 +1124,9 @@ def latency_summary(servers: Sequence[Server]) -> dict[str, dict[str, float]]:
 
 def slowest(servers: Sequence[Server], count: int = 5) -> list[str]:
     """The slowest acknowledged writes, each with what was under way as it started: the seconds since
-    the last forget any server acknowledged (its server's erasure pass runs for seconds after it)."""
+    the last forget any server acknowledged (its server's erasure pass runs for seconds after it),
+    beside how long after one every write started; and whether it was its server's first write (on a
+    new store, the one that waits for the tables and their indexes to be made)."""
     calls = sorted((at, ms, op, server.k) for server in servers for op, at, ms in server.calls)
     firsts = {(server.k, server.calls[0][1]) for server in servers if server.calls}  # on a new store: its tables made
     forgets = [at + ms / 1000 for at, ms, op, _ in calls if op == "forget"]

@@ -463,7 +463,8 @@ class Tables:
         write is four requests (the data, a listing, the transaction, the manifest), where a write
         through the LanceDB table made six to eight (its own look at the latest version before, when
         another process wrote since, and the view's read of the new manifest after: README,
-        *Measured*)."""
+        *Measured*). The LanceDB table stays where it was: whatever reads through it checks out the
+        latest version first."""
         import lance
 
         moved = lance.write_dataset(rows, self._view(table), mode="append")

@@ -431,14 +431,14 @@ class Tables:
     def refresh(self) -> None:
         """See every write made so far, by any process: the start of each operation (module docstring).
         On a bucket the tables are caught up at once, each a listing and, if it moved, a manifest read."""
-        catch_ups = [
-            partial(self._read, partial(self._catch_up, t)) for t in (self._notes, self._events) if t is not None
-        ]
-        beside = _REFRESHES.submit(catch_ups.pop()) if self._remote and len(catch_ups) > 1 else None
-        for catch_up in catch_ups:
-            catch_up()
-        if beside is not None:
+        tables = [t for t in (self._notes, self._events) if t is not None]
+        if self._remote and len(tables) == 2:
+            beside = _REFRESHES.submit(self._read, partial(self._catch_up, tables[1]))
+            self._read(partial(self._catch_up, tables[0]))
             beside.result()
+            return
+        for table in tables:
+            self._read(partial(self._catch_up, table))
 
     def _catch_up(self, table: Table) -> None:
         """Move a table's view forward to its latest version. With nothing new it costs a look at the

@@ -16,6 +16,10 @@ that makes it behave as S3 does where moto does not, and that can be told to mis
   do on a remote store, whose round trips are slower than loopback's. The negative control needs it:
   a write to a young table reads its rows back and writes again those another commit overwrote
   (store/tables.py), which hides most losses that land before that read.
+- **Lost races.** `refuse_next` conditional writes are answered 412 without being written, as S3
+  answers a writer whose version another writer took first.
+- **Counts.** `GET /_gate` answers the gate's counts as JSON, for a bench that runs it in another
+  process (no bucket can be named `_gate`).
 - **Outages.** `stop()` closes the port (connections are refused) and `start()` opens it again on
   the same port with the same objects.
 - **Only S3.** The gate serves moto's S3 application itself. moto's own server puts a dispatcher in
@@ -33,6 +37,7 @@ and point the AWS variables it prints at it.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import threading
@@ -49,6 +54,10 @@ _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
 _REFUSED = (
     b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access "
     b"Key Id you provided does not exist in our records.</Message></Error>"
+)
+_PRECONDITION_FAILED = (
+    b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>PreconditionFailed</Code><Message>At least one of "
+    b"the pre-conditions you specified did not hold</Message><Condition>If-None-Match</Condition></Error>"
 )
 
 StartResponse = Callable[..., Any]
@@ -71,10 +80,14 @@ class Gate:
         self.commit_delay = commit_delay
         self.conditional_writes = 0  # requests that carried If-None-Match
         self.refused_writes = 0  # of those, the ones answered 412
+        self.refuse_next = 0  # refuse this many more, whatever they are (module docstring)
         self.requests: Counter[str] = Counter()  # method → requests seen
         self._one_at_a_time = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/_gate":
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [json.dumps(self.counts()).encode()]
         self.requests[environ["REQUEST_METHOD"]] += 1
         if self.access_key is not None:
             signed = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
@@ -96,10 +109,22 @@ class Gate:
             return start_response(code, headers, *rest)
 
         with self._one_at_a_time:
+            if self.refuse_next > 0:
+                self.refuse_next -= 1
+                self.conditional_writes += 1
+                self.refused_writes += 1
+                start_response("412 Precondition Failed", [("Content-Type", "application/xml")])
+                return [_PRECONDITION_FAILED]
             body = b"".join(self.app(environ, record))  # the whole write happens inside the lock
             self.conditional_writes += 1
             self.refused_writes += bool(status and status[0].startswith("412"))
         return [body]
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "conditional_writes": self.conditional_writes, "refused_writes": self.refused_writes,
+            "requests": dict(self.requests),
+        }  # fmt: skip
 
 
 class LocalS3:

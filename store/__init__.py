@@ -8,6 +8,7 @@ from .errors import (
     ModelMismatch,
     ModelUnavailable,
     NotFound,
+    StoreBusy,
     StoreUnavailable,
     StoreUnreachable,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "NoteState",
     "RetrievalSettings",
     "SentenceTransformerEmbedder",
+    "StoreBusy",
     "StoreUnavailable",
     "StoreUnreachable",
 ]  # fmt: skip

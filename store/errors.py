@@ -72,3 +72,14 @@ class StoreUnavailable(_BucketError):
         "nothing acknowledged before is lost. Call again once the store answers (a remember of the same "
         "text returns the note if it was stored after all)"
     )
+
+
+class StoreBusy(CorrigendaError):
+    """Other processes committed to a table first, every time this write tried: it was not stored."""
+
+    def __init__(self, table: str, attempts: int) -> None:
+        super().__init__(
+            f"db: other servers committed to the {table} table first, {attempts} times in a row, so this call "
+            "stored nothing that any reader sees. Call again: it is safe to repeat"
+        )
+        self.table = table

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from corrigenda.server.app import build_memory
 from corrigenda.server.config import Settings
-from corrigenda.store import lease
+from corrigenda.store import StoreBusy, lease
 from corrigenda.store import tables as tables_module
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.lease import Lease
@@ -263,6 +263,37 @@ def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read
     commit = seen[seen.index("PUT notes data") :]
     assert commit == ["PUT notes data", "LIST notes _versions", "PUT notes _transactions", "PUT notes _versions"], seen
     assert not [r for r in read_back if r.endswith("_versions")], read_back
+
+
+def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails_clearly_past_its_attempts(
+    s3: LocalS3, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bucket refuses a commit's manifest as it does when another server took the version first:
+    the store tries again itself, after a wait of a few milliseconds (Lance's own retry waits whole
+    attempts), and the note is stored once. Refused every time, the write fails and stores nothing."""
+    from corrigenda.store import Draft, Memory
+
+    waits: list[float] = []
+    monkeypatch.setattr(tables_module.time, "sleep", waits.append)
+    memory = Memory(f"s3://{BUCKET}/races", embedder, storage_options=_options(s3))
+    memory.remember(Draft(text="The store and its tables are made"))
+    waits.clear()
+    refused, conditional = s3.gate.refused_writes, s3.gate.conditional_writes
+    s3.gate.refuse_next = 2
+    note = memory.remember(Draft(text="The deploy window opens at 09:00")).note
+    assert s3.gate.refused_writes - refused == 2
+    assert s3.gate.conditional_writes - conditional == 3  # two refused, the third landed
+    assert len(waits) == 2 and all(0 <= w <= 2 * tables_module.COMMIT_BACKOFF for w in waits), waits
+    stored = Tables(f"s3://{BUCKET}/races", storage_options=_options(s3)).notes_table()
+    assert stored is not None and stored.to_arrow()["id"].to_pylist().count(note.id) == 1
+
+    monkeypatch.setattr(tables_module, "COMMIT_ATTEMPTS", 3)
+    s3.gate.refuse_next = 3
+    with pytest.raises(StoreBusy, match="committed to the notes table first, 3 times in a row"):
+        memory.remember(Draft(text="The deploy window closes at 17:00"))
+    assert s3.gate.refuse_next == 0
+    heads = [c.heads[0].text for c in memory.recall("deploy window").chains]
+    assert "The deploy window opens at 09:00" in heads and "The deploy window closes at 17:00" not in heads
 
 
 def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: str) -> None:

@@ -1064,10 +1064,11 @@ async def call_tool(client: Client, op: str, args: dict[str, Any]) -> dict[str, 
 
 def servers_phase(
     root: Path, servers: int, writes: int, seed: int, db: str | None = None, transport: str = "stdio",
-    env: Mapping[str, str] | None = None, embedder: Embedder | None = None,
+    env: Mapping[str, str] | None = None, embedder: Embedder | None = None, gate: str | None = None,
 ) -> PhaseResult:  # fmt: skip
     """`servers` real servers on one store (`db`, default a directory under `root`; `env` reaches them
-    and must already be in this process's environment for an object store), all writing at once."""
+    and must already be in this process's environment for an object store), all writing at once. With
+    `gate`, the endpoint of a local S3 API (bench/local_s3.py), also how many commits it refused."""
     import anyio
     from corrigenda.store import SentenceTransformerEmbedder
 
@@ -1087,11 +1088,19 @@ def servers_phase(
             for server in running:  # each loads its model before the first timed write
                 await call_tool(server.client, "recall_chains", {"query": QUERY})
             result.extra["servers_started_s"] = round(time.perf_counter() - started, 1)
+            before = gate_counts(gate) if gate else {}
             async with anyio.create_task_group() as group:
                 for server in running:
                     rng = random.Random(f"{seed}/server/{server.k}")
                     others = [s for s in running if s is not server]
                     group.start_soon(drive_server, server, others, writes, rng, pools, ledger, result)
+            if gate:
+                after = gate_counts(gate)
+                tried, refused = (after[k] - before[k] for k in ("conditional_writes", "refused_writes"))
+                result.extra["bucket_commits"] = (
+                    f"{tried} conditional writes during the writes (commits and lease takes), {refused} refused "
+                    "because another writer took the version first"
+                )
 
     anyio.run(run)
     result.extra["client_closing_errors"] = closing_errors
@@ -1156,7 +1165,10 @@ def percentiles(times: Sequence[float]) -> dict[str, float]:
     def at(q: float) -> float:
         return round(ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)], 1)
 
-    return {"calls": len(ordered), "p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 1)}
+    return {
+        "calls": len(ordered), "p50": at(0.50), "p99": at(0.99), "max": round(ordered[-1], 1),
+        "mean": round(sum(ordered) / len(ordered), 1),
+    }  # fmt: skip
 
 
 # -- part 3: the cycle race ---------------------------------------------------------------------
@@ -1232,7 +1244,7 @@ def race_phase(root: Path, rounds: int, seed: int) -> PhaseResult:
 # what a phase adds to its summary, printed under the table in this order
 EXTRAS = (
     "cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end", "servers_started_s",
-    "seen_by_another_server", "forgets_retried", "write_latency_ms", "slowest_writes",
+    "seen_by_another_server", "forgets_retried", "write_latency_ms", "slowest_writes", "bucket_commits",
 )  # fmt: skip
 COLUMNS = ("phase", "trials", "acknowledged", "lost", "duplicated", "corrupt", "leaked bytes", "failed", "seconds")
 
@@ -1333,6 +1345,14 @@ def local_s3(wanted: bool, dispatcher: bool = False) -> Iterator[dict[str, str]]
         proc.wait(timeout=30)
 
 
+def gate_counts(endpoint: str) -> dict[str, Any]:
+    """The counts of the local S3 API's gate serving `endpoint` (bench/local_s3.py, `GET /_gate`)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{endpoint}/_gate", timeout=10) as answer:
+        return dict(json.load(answer))
+
+
 @contextmanager
 def workdir(path: Path | None) -> Iterator[Path]:
     if path is not None:
@@ -1398,7 +1418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             (root / "servers").mkdir(parents=True, exist_ok=True)
             with local_s3(args.local_s3, args.local_s3_dispatcher) as env:
                 db = args.db or (f"s3://{LOCAL_BUCKET}/faults-{int(time.time())}" if env else None)
-                results.append(servers_phase(root, args.servers, args.writes, args.seed, db, args.transport, env))
+                gate = env.get("AWS_ENDPOINT_URL") if env else None
+                results.append(
+                    servers_phase(root, args.servers, args.writes, args.seed, db, args.transport, env, gate=gate)
+                )
         if "race" in parts:
             (root / "race").mkdir(parents=True, exist_ok=True)
             results.append(race_phase(root, args.race_rounds, args.seed))

@@ -485,16 +485,17 @@ class Tables:
     def notes_table(self) -> Table | None:
         """The notes table, or None while the store is empty (it is made at the first write)."""
         if self._notes is None and NOTES in self._table_names():
-            self._notes = self._open_or_create(NOTES, None)
+            self._notes = self._opened(NOTES)
         if self._notes is not None and not self._indexed:
             self.ensure_indexes(self._notes)
         return self._notes
 
     def events_table(self) -> Table:
         if self._events is None:
-            exists = EVENTS in self._table_names()
-            self._events = self._open_or_create(EVENTS, None) if exists else self._made(EVENTS, _EVENT_SCHEMA)
-            self.ensure_indexes(self._events)
+            if EVENTS in self._table_names():
+                self._events = self._opened(EVENTS)
+            else:
+                self._events = self._made({EVENTS: _EVENT_SCHEMA})[EVENTS]
         return self._events
 
     def _erasures_table(self, make: bool = False) -> Table | None:
@@ -530,18 +531,40 @@ class Tables:
     def _ensure_notes(self, model: str, dimension: int) -> Table:
         table = self.notes_table()
         if table is None:
-            table = self._made(NOTES, _note_schema(model, dimension))
-            self._notes = table
-            self.ensure_indexes(table)
+            wanted = {NOTES: _note_schema(model, dimension)}
+            if self._events is None:  # a new store: both tables in one hold of the lock
+                wanted[EVENTS] = _EVENT_SCHEMA
+            made = self._made(wanted)
+            self._notes = table = made[NOTES]
+            if self._events is None:
+                self._events = made[EVENTS]
         self.check_model(model, dimension)
         return table
 
-    def _made(self, name: str, schema: pa.Schema) -> Table:
-        """A table that did not exist a moment ago, made by one process at a time (the lock of upkeep):
-        Lance commits a second creation as an overwrite of the first, and of every row written to it
-        since, so a process that waited here finds the table made and opens it."""
+    def _made(self, wanted: Mapping[str, pa.Schema]) -> dict[str, Table]:
+        """Tables that did not exist a moment ago, with their indexes, made by one process at a time
+        (the lock of upkeep): Lance commits a second creation as an overwrite of the first, and of
+        every row written to it since, so a process that waited here finds the tables made and opens
+        them. Their indexes are made in the same hold: made by several processes at once, their
+        commits conflicted and Lance's retries waited (README, *Measured*, Several servers)."""
         with self._exclusive(CREATE_WAIT):
-            return self._open_or_create(name, schema)
+            made = {name: self._open_or_create(name, schema) for name, schema in wanted.items()}
+            for table in made.values():
+                self.ensure_indexes(table)
+            return made
+
+    def _opened(self, name: str) -> Table:
+        """A table another process made, with its indexes. If one is missing (that process is making
+        them now, under the lock of upkeep, or crashed before it made them), it is made under the
+        lock too: after that process, instead of beside it."""
+        table = self._open_or_create(name, None)
+        if set(_wanted_indexes(name)) - _indexed_columns(table):
+            with self._exclusive(CREATE_WAIT):
+                table.checkout_latest()
+                self.ensure_indexes(table)
+        elif name == NOTES:
+            self._indexed = True
+        return table
 
     def _open_or_create(self, name: str, schema: pa.Schema | None) -> Table:
         """A table, made with `schema` if no process has made it yet (None: it must exist), whatever
@@ -565,13 +588,7 @@ class Tables:
         says. The notes table's full-text index is how Chinese is found (the default model reads it
         as unknown tokens); the scalar indexes make a call's cost depend on its own scope, not on
         others."""
-        from lancedb.index import FTS, Bitmap, BTree
-
-        configs = {"BTree": BTree, "Bitmap": Bitmap}
-        wanted: dict[str, Any] = {column: configs[kind]() for column, kind in SCALAR_INDEXES[table.name].items()}
-        if table.name == NOTES:
-            # ICU word segmentation handles English (stemmed) and CJK.
-            wanted["text"] = FTS(base_tokenizer="icu")
+        wanted = _wanted_indexes(table.name)
         if retype:
             for index in _mistyped(table):
                 log.info("replacing the %s index %s of %s.%s", index.index_type, index.name, table.name, index.columns)
@@ -1161,6 +1178,17 @@ class Tables:
         if self._lease is not None:
             return self._lease.held(wait)
         return FileLock(os.path.join(self.uri, ".compact.lock"), timeout=wait)
+
+
+def _wanted_indexes(name: str) -> dict[str, Any]:
+    """Each indexed column of a table, with the index it gets (`Tables.ensure_indexes`)."""
+    from lancedb.index import FTS, Bitmap, BTree
+
+    configs = {"BTree": BTree, "Bitmap": Bitmap}
+    wanted: dict[str, Any] = {column: configs[kind]() for column, kind in SCALAR_INDEXES[name].items()}
+    if name == NOTES:
+        wanted["text"] = FTS(base_tokenizer="icu")  # ICU word segmentation handles English (stemmed) and CJK
+    return wanted
 
 
 def _indexed_columns(table: Table) -> set[str]:

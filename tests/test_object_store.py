@@ -296,6 +296,48 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
     assert "The deploy window opens at 09:00" in heads and "The deploy window closes at 17:00" not in heads
 
 
+def _locks_taken(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits of every take of the lock of upkeep from now on (`Tables._exclusive`)."""
+    taken: list[float] = []
+    real = Tables._exclusive
+
+    def recorded(self: Tables, wait: float) -> Any:
+        taken.append(wait)
+        return real(self, wait)
+
+    monkeypatch.setattr(Tables, "_exclusive", recorded)
+    return taken
+
+
+def test_a_new_store_gets_both_tables_and_every_index_in_one_hold_of_the_lock(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first write makes the events and notes tables and their indexes while it holds the lock
+    of upkeep, so servers starting together wait for one another instead of racing to index."""
+    taken = _locks_taken(monkeypatch)
+    tables = Tables(db)
+    note = Note(id=new_note_id(), text="the first note of a new store", scope="default", kind="fact",
+                recorded_at=datetime.now(UTC))  # fmt: skip
+    tables.add_notes([(note, [0.1] * 8, True)], "a-model")
+    assert taken == [tables_module.CREATE_WAIT]
+    opened = Tables(db)
+    for name, table in ((tables_module.NOTES, opened.notes_table()), (tables_module.EVENTS, opened.events_table())):
+        assert table is not None and tables_module._indexed_columns(table) == set(tables_module._wanted_indexes(name))
+    assert taken == [tables_module.CREATE_WAIT]  # all there: opening them took no lock
+
+
+def test_a_table_found_without_its_indexes_gets_them_under_the_lock(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process made the table and has not indexed it yet (or crashed first): the indexes are
+    made under the lock, where that process makes them, not beside it."""
+    import lancedb
+
+    lancedb.connect(db).create_table(tables_module.EVENTS, schema=tables_module._EVENT_SCHEMA)
+    taken = _locks_taken(monkeypatch)
+    events = Tables(db).events_table()
+    assert taken == [tables_module.CREATE_WAIT]
+    assert tables_module._indexed_columns(events) == set(tables_module._wanted_indexes(tables_module.EVENTS))
+
+
 def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: str) -> None:
     acknowledged = _first_writes_at_once(db, {})
     _assert_each_note_once(Tables(db), acknowledged)

@@ -546,7 +546,8 @@ class Tables:
         (the lock of upkeep): Lance commits a second creation as an overwrite of the first, and of
         every row written to it since, so a process that waited here finds the tables made and opens
         them. Their indexes are made in the same hold: made by several processes at once, their
-        commits conflicted and Lance's retries waited (README, *Measured*, Several servers)."""
+        commits can conflict, and Lance's retry waits whole attempts (README, *Measured*, Several
+        servers)."""
         with self._exclusive(CREATE_WAIT):
             made = {name: self._open_or_create(name, schema) for name, schema in wanted.items()}
             for table in made.values():

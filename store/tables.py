@@ -1251,7 +1251,7 @@ def _committed(view: LanceDataset, operation: Any) -> LanceDataset:
     """Commit an append made on `view`'s version, trying again at once when another process took the
     version first (the bucket refused this one's manifest). Lance would wait itself, a random number of
     its first attempt's durations, out of 4, then 8, then 16: on the three-server bench, writes that
-    lost two or three races waited 1-4 s (README, *Measured*). Another append never conflicts with
+    lost two or three races waited 1-5 s (README, *Measured*). Another append never conflicts with
     this one, so the next attempt, which reads what landed, only has to come before a third writer's:
     a few milliseconds of jitter, doubling, keep many writers apart."""
     from lance import LanceDataset

@@ -475,7 +475,7 @@ class Tables:
 
         view = self._view(table)
         fragments = lance.fragment.write_fragments(rows, view)
-        moved = _committed(view, lance.LanceOperation.Append(fragments))
+        moved = _committed(table.name, view, lance.LanceOperation.Append(fragments))
         self._move(table, moved)
         return int(moved.version)
 
@@ -1247,8 +1247,8 @@ def _preempted(exc: Exception) -> bool:
     return "Retryable commit conflict" in str(exc) or "preempted by concurrent transaction" in str(exc)
 
 
-def _committed(view: LanceDataset, operation: Any) -> LanceDataset:
-    """Commit an append made on `view`'s version, trying again at once when another process took the
+def _committed(name: str, view: LanceDataset, operation: Any) -> LanceDataset:
+    """Commit an append to table `name` made on `view`'s version, trying again at once when another process took the
     version first (the bucket refused this one's manifest). Lance would wait itself, a random number of
     its first attempt's durations, out of 4, then 8, then 16: on the three-server bench, writes that
     lost two or three races waited 1-5 s (README, *Measured*). Another append never conflicts with
@@ -1263,7 +1263,7 @@ def _committed(view: LanceDataset, operation: Any) -> LanceDataset:
             if not _raced(exc):
                 raise
             if attempt >= COMMIT_ATTEMPTS:
-                raise StoreBusy(view.uri.rstrip("/").rsplit("/", 1)[-1].removesuffix(".lance"), attempt) from exc
+                raise StoreBusy(name, attempt) from exc
             log.info("another process committed this version first; committing on the next")
             time.sleep(random.uniform(0, COMMIT_BACKOFF * 2 ** min(attempt - 1, 6)))
     raise AssertionError("unreachable")

@@ -55,7 +55,8 @@ says what the kill landed in); a window of a few milliseconds can go unhit in a 
 
 Part 2 runs on a store in a bucket with --db s3://… (or --local-s3: a local S3 API started for the
 run, bench/local_s3.py) and over HTTP with --transport http; it then also prints each kind of write's
-p50 / p99 latency, measured from its client. After each write that stored a note, the next server
+p50 / p99 latency, measured from its client, and with --local-s3 the bucket's conditional writes
+(how many were refused) and its requests by kind during the writes. After each write that stored a note, the next server
 reads it (history): a miss is counted as corrupt. A forget that failed is called again, as a user
 would (its delete may have landed). tests/test_object_store.py runs it short, three HTTP servers on
 moto's S3, and its negative control.
@@ -1101,6 +1102,12 @@ def servers_phase(
                     f"{tried} conditional writes during the writes (commits and lease takes), {refused} refused "
                     "because another writer took the version first"
                 )
+                requests = Counter(after["requests"])
+                requests.subtract(before["requests"])
+                result.extra["bucket_requests"] = {
+                    "during the writes": requests.total(), "per write": round(requests.total() / (servers * writes), 1),
+                    **{kind: n for kind, n in requests.most_common() if n},  # by kind (local_s3.kind)
+                }  # fmt: skip
 
     anyio.run(run)
     result.extra["client_closing_errors"] = closing_errors
@@ -1245,6 +1252,7 @@ def race_phase(root: Path, rounds: int, seed: int) -> PhaseResult:
 EXTRAS = (
     "cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end", "servers_started_s",
     "seen_by_another_server", "forgets_retried", "write_latency_ms", "slowest_writes", "bucket_commits",
+    "bucket_requests",
 )  # fmt: skip
 COLUMNS = ("phase", "trials", "acknowledged", "lost", "duplicated", "corrupt", "leaked bytes", "failed", "seconds")
 

@@ -18,8 +18,8 @@ that makes it behave as S3 does where moto does not, and that can be told to mis
   (store/tables.py), which hides most losses that land before that read.
 - **Lost races.** `refuse_next` conditional writes are answered 412 without being written, as S3
   answers a writer whose version another writer took first.
-- **Counts.** `GET /_gate` answers the gate's counts as JSON, for a bench that runs it in another
-  process (no bucket can be named `_gate`).
+- **Counts.** `GET /_gate` answers the gate's counts as JSON (conditional writes, refused ones, and
+  requests by `kind`), for a bench that runs it in another process (no bucket can be named `_gate`).
 - **Outages.** `stop()` closes the port (connections are refused) and `start()` opens it again on
   the same port with the same objects.
 - **Only S3.** The gate serves moto's S3 application itself. moto's own server puts a dispatcher in
@@ -60,6 +60,23 @@ _PRECONDITION_FAILED = (
     b"the pre-conditions you specified did not hold</Message><Condition>If-None-Match</Condition></Error>"
 )
 
+KINDS = ("list", "manifest", "data read", "other read", "put", "delete")
+
+
+def kind(method: str, path: str, query: str) -> str:
+    """What a request to a Lance store is, one of KINDS: a listing, a read of a version's manifest (GET
+    or HEAD), of a data file or of anything else (indexes, transactions, the lease), a write, a delete."""
+    if method == "POST" and "delete" in query:
+        return "delete"
+    if method in ("PUT", "POST"):
+        return "put"
+    if "list-type" in query:
+        return "list"
+    if "/_versions/" in path:
+        return "manifest"
+    return "data read" if "/data/" in path else "other read"
+
+
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
@@ -81,14 +98,15 @@ class Gate:
         self.conditional_writes = 0  # requests that carried If-None-Match
         self.refused_writes = 0  # of those, the ones answered 412
         self.refuse_next = 0  # refuse this many more, whatever they are (module docstring)
-        self.requests: Counter[str] = Counter()  # method → requests seen
+        self.requests: Counter[str] = Counter()  # kind (KINDS) → requests seen
         self._one_at_a_time = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == "/_gate":
             start_response("200 OK", [("Content-Type", "application/json")])
             return [json.dumps(self.counts()).encode()]
-        self.requests[environ["REQUEST_METHOD"]] += 1
+        method, path, query = environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
+        self.requests[kind(method, path, query)] += 1
         if self.access_key is not None:
             signed = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
             if signed is None or signed[1] != self.access_key:

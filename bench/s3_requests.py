@@ -42,23 +42,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from corrigenda.store import Draft, Memory, tables
-from local_s3 import LocalS3
+from local_s3 import KINDS, LocalS3, kind
 
 PHASES = ("write", "read", "upkeep", "erasure", "other")
-KINDS = ("list", "manifest", "data read", "other read", "put", "delete")
 BUCKET = "corrigenda-requests"
-
-
-def kind(method: str, path: str, query: str) -> str:
-    if method == "POST" and "delete" in query:
-        return "delete"
-    if method in ("PUT", "POST"):
-        return "put"
-    if "list-type" in query:
-        return "list"
-    if "/_versions/" in path:
-        return "manifest"  # (GET or HEAD)
-    return "data read" if "/data/" in path else "other read"
 
 
 class Counting:

@@ -742,6 +742,7 @@ class Tables:
         notes = self.unerased()
         if not notes:
             return []
+        started = time.monotonic()
         removed = self.erasure_events(notes)
         notes_table = self.notes_table()
         if notes_table is not None:
@@ -757,6 +758,7 @@ class Tables:
         marks = pa.Table.from_pylist([{"note_id": n, "erased_at_us": erased_at} for n in notes], schema=_ERASURE_SCHEMA)
         self._erasures_table(make=True).add(marks)  # type: ignore[union-attr]
         self.refresh()
+        log.info("erased %d forgotten notes from the files in %.1f s", len(notes), time.monotonic() - started)
         return notes
 
     def erase_soon(self) -> None:

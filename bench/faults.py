@@ -56,9 +56,9 @@ says what the kill landed in); a window of a few milliseconds can go unhit in a 
 Part 2 runs on a store in a bucket with --db s3://… (or --local-s3: a local S3 API started for the
 run, bench/local_s3.py) and over HTTP with --transport http; it then also prints each kind of write's
 p50 / p99 latency, measured from its client, and with --local-s3 the bucket's conditional writes
-(how many were refused) and its requests by kind during the writes. After each write that stored a note, the next server
-reads it (history): a miss is counted as corrupt. A forget that failed is called again, as a user
-would (its delete may have landed). tests/test_object_store.py runs it short, three HTTP servers on
+(how many were refused) and its requests by kind during the writes. After each write that stored a
+note, the next server reads it (history): a miss is counted as corrupt. A forget that failed is
+called again, as a user would (its delete may have landed). tests/test_object_store.py runs it short, three HTTP servers on
 moto's S3, and its negative control.
 
 Not covered: power loss or a kernel crash (kill -9 leaves the page cache to be written, so whether

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import inspect
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -242,13 +243,24 @@ class CorrigendaServer(MCPServer[AppContext]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[AppContext, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        """The SDK's call, with arguments the schema refuses reported through `errors`, one line."""
+        """The SDK's call, with arguments the schema refuses reported through `errors`, one line; each
+        call logged at INFO with how long it took (behind a load balancer, which server was slow)."""
+        started = time.perf_counter()
+        outcome = "failed"
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
+            outcome = "answered"
+            return result
         except ToolError as exc:
-            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+            if isinstance(exc, UnexpectedToolError):
                 raise
+            if not isinstance(exc.__cause__, ValidationError):
+                outcome = "answered with an error"  # a refusal, or "… failed inside the store" (logged)
+                raise
+            outcome = "refused its arguments"
             raise ToolError(invalid_arguments(name, exc.__cause__)) from exc.__cause__
+        finally:
+            log.info("%s %s in %.0f ms", name, outcome, (time.perf_counter() - started) * 1000)
 
 
 def build_server(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 from urllib.parse import quote
 
 import jsonschema
@@ -13,7 +15,7 @@ from corrigenda.store import Memory, SentenceTransformerEmbedder
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from .conftest import call
+from .conftest import call, call_error
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +87,19 @@ async def test_logging_set_level_is_answered_and_declared(db: str, embedder: Sen
         assert logging.getLogger("corrigenda").level == logging.DEBUG
         await client.set_logging_level("error")
         assert logging.getLogger("corrigenda").level == logging.ERROR
+
+
+async def test_each_tool_call_is_logged_with_how_it_ended_and_its_time(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At INFO, one line a call: the tool, how it ended, its milliseconds (README, *Command line*)."""
+    caplog.set_level(logging.INFO, logger="corrigenda.server.app")
+    await call(client, "remember", text="The deploy window opens at 09:00")
+    await call_error(client, "history", note_id="n_00000000000000000000000000")
+    await call_error(client, "remember", text=["not", "a", "string"])
+    lines = [r.getMessage() for r in caplog.records if r.name == "corrigenda.server.app"]
+    assert [re.sub(r" in \d+ ms$", " in N ms", line) for line in lines if re.search(r" in \d+ ms$", line)] == [
+        "remember answered in N ms",
+        "history answered with an error in N ms",
+        "remember refused its arguments in N ms",
+    ]

@@ -58,8 +58,8 @@ run, bench/local_s3.py) and over HTTP with --transport http; it then also prints
 p50 / p99 latency, measured from its client, and with --local-s3 the bucket's conditional writes
 (how many were refused) and its requests by kind during the writes. After each write that stored a
 note, the next server reads it (history): a miss is counted as corrupt. A forget that failed is
-called again, as a user would (its delete may have landed). tests/test_object_store.py runs it short, three HTTP servers on
-moto's S3, and its negative control.
+called again, as a user would (its delete may have landed). tests/test_object_store.py runs it
+short, three HTTP servers on moto's S3, and its negative control.
 
 Not covered: power loss or a kernel crash (kill -9 leaves the page cache to be written, so whether
 Lance's commits survive an fsync-less crash is not tested); a full disk or I/O errors; kill -9 on a

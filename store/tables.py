@@ -758,7 +758,8 @@ class Tables:
         marks = pa.Table.from_pylist([{"note_id": n, "erased_at_us": erased_at} for n in notes], schema=_ERASURE_SCHEMA)
         self._erasures_table(make=True).add(marks)  # type: ignore[union-attr]
         self.refresh()
-        log.info("erased %d forgotten notes from the files in %.1f s", len(notes), time.monotonic() - started)
+        plural = "" if len(notes) == 1 else "s"
+        log.info("erased %d forgotten note%s from the files in %.1f s", len(notes), plural, time.monotonic() - started)
         return notes
 
     def erase_soon(self) -> None:

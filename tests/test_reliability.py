@@ -4,6 +4,7 @@ The long forms (kill -9 at random points, several server processes) are bench/fa
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def file_bytes(root: str) -> bytes:
 
 @pytest.mark.parametrize("indexed", [False, True], ids=["exact", "vector-index"])
 def test_forget_erases_the_text_and_vector_from_every_file(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch, indexed: bool
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, indexed: bool
 ) -> None:
     monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100 if indexed else 10**9)
     memory.import_notes([Draft(text=f"Filler note {i} about the weather in town {i}") for i in range(199)])
@@ -137,8 +138,11 @@ def test_forget_erases_the_text_and_vector_from_every_file(
     vector = np.asarray(memory.embedder.embed([secret.text])[0])
     assert b"zebra-4471-quartz" in file_bytes(memory.tables.uri)
 
+    caplog.set_level(logging.INFO, logger="corrigenda.store.tables")
     done = memory.forget(secret.id, reason="the user asked")
     assert done.changed and len(done.events_removed) == 3  # depends_on, revokes, reinstates
+    passes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("erased ")]  # README, *Command line*
+    assert len(passes) == 1 and passes[0].startswith("erased 1 forgotten note from the files in ")
     stored = file_bytes(memory.tables.uri)
     # no fragment of the text either (the tombstone keeps the id, not the text); its words, not its
     # number: four digits turn up by chance in the hex ids of Lance's manifests

@@ -1069,7 +1069,8 @@ def servers_phase(
 ) -> PhaseResult:  # fmt: skip
     """`servers` real servers on one store (`db`, default a directory under `root`; `env` reaches them
     and must already be in this process's environment for an object store), all writing at once. With
-    `gate`, the endpoint of a local S3 API (bench/local_s3.py), also how many commits it refused."""
+    `gate`, the endpoint of a local S3 API (bench/local_s3.py), also how many commits it refused and
+    the requests it served during the writes, by kind."""
     import anyio
     from corrigenda.store import SentenceTransformerEmbedder
 

@@ -532,12 +532,11 @@ class Tables:
         table = self.notes_table()
         if table is None:
             wanted = {NOTES: _note_schema(model, dimension)}
-            if self._events is None:  # a new store: both tables in one hold of the lock
+            if self._events is None:  # most often a new store: both tables in one hold of the lock
                 wanted[EVENTS] = _EVENT_SCHEMA
             made = self._made(wanted)
             self._notes = table = made[NOTES]
-            if self._events is None:
-                self._events = made[EVENTS]
+            self._events = made.get(EVENTS, self._events)
         self.check_model(model, dimension)
         return table
 
@@ -1251,12 +1250,12 @@ def _preempted(exc: Exception) -> bool:
 
 
 def _committed(name: str, view: LanceDataset, operation: Any) -> LanceDataset:
-    """Commit an append to table `name` made on `view`'s version, trying again at once when another process took the
-    version first (the bucket refused this one's manifest). Lance would wait itself, a random number of
-    its first attempt's durations, out of 4, then 8, then 16: on the three-server bench, writes that
-    lost two or three races waited 1-5 s (README, *Measured*). Another append never conflicts with
-    this one, so the next attempt, which reads what landed, only has to come before a third writer's:
-    a few milliseconds of jitter, doubling, keep many writers apart."""
+    """Commit an append to table `name` made on `view`'s version, trying again at once when another
+    process took the version first (the bucket refused this one's manifest). Lance would wait itself,
+    a random number of its first attempt's durations, out of 4, then 8, then 16: on the three-server
+    bench, writes that lost two or three races waited 1-5 s (README, *Measured*). Another append
+    never conflicts with this one, so the next attempt, which reads what landed, only has to come
+    before a third writer's: a few milliseconds of jitter, doubling, keep many writers apart."""
     from lance import LanceDataset
 
     for attempt in itertools.count(1):

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 from weakref import WeakKeyDictionary
@@ -17,6 +17,18 @@ from weakref import WeakKeyDictionary
 import anyio.to_thread
 from corrigenda.store import CorrigendaError, Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from corrigenda.store.browse import PAGE_MAX
+from corrigenda.store.errors import InvalidArgument
+from corrigenda.store.model import (
+    MAX_ACTOR,
+    MAX_KIND,
+    MAX_REASON,
+    MAX_SOURCE,
+    MAX_SUBJECT,
+    MAX_TAG,
+    MAX_TAGS,
+    MAX_TEXT,
+    check_time,
+)
 from corrigenda.store.views import (
     Changes,
     Corrected,
@@ -118,33 +130,30 @@ Scope = Annotated[
 ]
 NoteId = Annotated[str, Field(description="A note id returned by this server (n_…).", pattern=r"^n_[0-9a-z]{26}$")]
 Reason = Annotated[
-    str, Field(description="Why: kept with the event and shown with the history.", min_length=1, max_length=2000)
+    str, Field(description="Why: kept with the event and shown with the history.", min_length=1, max_length=MAX_REASON)
 ]
 Text = Annotated[
-    str, Field(description="The note, self-contained: say what it is about.", min_length=1, max_length=20000)
+    str, Field(description="The note, self-contained: say what it is about.", min_length=1, max_length=MAX_TEXT)
 ]
 Kind = Annotated[
-    str, Field(description="fact, decision, preference, procedure, observation, …", min_length=1, max_length=64)
+    str, Field(description="fact, decision, preference, procedure, observation, …", min_length=1, max_length=MAX_KIND)
 ]
 Subject = Annotated[
-    str | None, Field(description="Optional key of what the note is about, e.g. 'service.port'.", max_length=256)
+    str | None,
+    Field(description="Optional key of what the note is about, e.g. 'service.port'.", max_length=MAX_SUBJECT),
 ]
-Tags = Annotated[list[Annotated[str, Field(max_length=64)]], Field(description="Free labels.", max_length=32)]
+Tags = Annotated[
+    list[Annotated[str, Field(max_length=MAX_TAG)]], Field(description="Free labels.", max_length=MAX_TAGS)
+]
 Source = Annotated[
-    str | None, Field(description="Where the note came from (file, URL, conversation).", max_length=1000)
+    str | None, Field(description="Where the note came from (file, URL, conversation).", max_length=MAX_SOURCE)
 ]
 Confidence = Annotated[float, Field(description="How sure the writer is, 0 to 1.", ge=0.0, le=1.0)]
-# The store keeps times as int64 microseconds through a float timestamp: the top second of year 9999
-# is the last one that reads back (23:59:59.999999 rounds up into year 10000), and an offset can
-# push a time written in range past either end once it is converted to UTC.
-EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
-LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 def iso_8601(value: object) -> datetime | None:
     """A time argument: an ISO 8601 string only (pydantic alone would also take 1 or "1" as seconds
-    since 1970), inside what the store can write and read back once converted to UTC (a time
-    without an offset is UTC, as the store reads it)."""
+    since 1970), inside what the store can write and read back (`model.check_time`)."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -160,15 +169,13 @@ def iso_8601(value: object) -> datetime | None:
             "iso_8601", "'{value}' is not an ISO 8601 time such as 2026-11-01T09:00:00Z", {"value": value[:64]}
         ) from None
     try:
-        utc = moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    except OverflowError:  # the offset pushes it past year 1 or 9999
-        utc = None
-    if utc is None or not EARLIEST <= utc <= LATEST:
+        check_time("time", moment)
+    except InvalidArgument:
         raise PydanticCustomError(
             "time_range",
             "{value} is outside the supported range, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z in UTC",
             {"value": value[:64]},
-        )
+        ) from None
     return moment
 
 
@@ -207,7 +214,7 @@ def client_name(ctx: Context) -> str | None:
     """The connected client's name (e.g. 'claude-ai'), recorded as the actor of what it writes."""
     try:
         params = ctx.request_context.session.client_params  # from `initialize`; absent without a handshake
-        return str(params.client_info.name) if params is not None else None
+        return str(params.client_info.name)[:MAX_ACTOR] if params is not None else None
     except AttributeError:
         return None
 
@@ -358,7 +365,7 @@ def build_server(
             list[NoteId], Field(description="Notes this one needs to make sense.", max_length=32)
         ] = [],  # noqa: B006
         reason: Annotated[
-            str | None, Field(description="Why this note replaces those in `supersedes`.", max_length=2000)
+            str | None, Field(description="Why this note replaces those in `supersedes`.", max_length=MAX_REASON)
         ] = None,
     ) -> Annotated[CallToolResult, Remembered]:
         """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
@@ -383,11 +390,13 @@ def build_server(
         scope: Annotated[
             str | None, Field(description="Must be the old note's scope if given.", max_length=SCOPE_MAX)
         ] = None,
-        kind: Annotated[str | None, Field(description="Defaults to the old note's kind.", max_length=64)] = None,
-        subject: Annotated[str | None, Field(description="Defaults to the old note's subject.", max_length=256)] = None,
+        kind: Annotated[str | None, Field(description="Defaults to the old note's kind.", max_length=MAX_KIND)] = None,
+        subject: Annotated[
+            str | None, Field(description="Defaults to the old note's subject.", max_length=MAX_SUBJECT)
+        ] = None,
         tags: Annotated[
-            list[Annotated[str, Field(max_length=64)]] | None,
-            Field(description="Defaults to the old note's tags.", max_length=32),
+            list[Annotated[str, Field(max_length=MAX_TAG)]] | None,
+            Field(description="Defaults to the old note's tags.", max_length=MAX_TAGS),
         ] = None,
         source: Source = None,
         confidence: Confidence = 1.0,
@@ -496,7 +505,7 @@ def build_server(
                 description="depends_on: src needs dst to make sense (dst travels with src in recall); refines: src adds detail to dst (both stay current); supersedes: src, already stored, replaces dst (a reason is required)."
             ),
         ],
-        reason: Annotated[str | None, Field(description="Why; required for supersedes.", max_length=2000)] = None,
+        reason: Annotated[str | None, Field(description="Why; required for supersedes.", max_length=MAX_REASON)] = None,
     ) -> Annotated[CallToolResult, Linked]:
         """Relate two stored notes: one depends on another (its prerequisite travels with it in recall), refines
         it, or replaces it (use this when `remember` showed that the note you just stored updates an older one)."""

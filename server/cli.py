@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -115,9 +116,14 @@ def _export(memory: Memory, scope: str | None, out: str | None, vectors: bool) -
             sys.stdout.write(line + "\n")
         return
     partial = out + ".partial"  # a file cut short never passes for an export
-    with open(partial, "w", encoding="utf-8") as file:
-        for line in lines:
-            file.write(line + "\n")
+    try:
+        with open(partial, "w", encoding="utf-8") as file:
+            for line in lines:
+                file.write(line + "\n")
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
+        raise
     os.replace(partial, out)
 
 

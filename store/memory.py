@@ -25,7 +25,7 @@ from .fold import Fold, fold
 from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
-from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_fields
+from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
 from .recall import RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
@@ -645,9 +645,11 @@ class Memory:
     def _event(
         kind: EventKind, src: str | None, dst: str, scope: str, reason: str | None, actor: str | None, now: datetime
     ) -> Event:
-        return Event(
+        event = Event(
             id=new_event_id(), kind=kind, src=src, dst=dst, scope=scope, reason=reason, actor=actor, recorded_at=now
         )
+        check_event(event)
+        return event
 
     # -- looking through a memory: browse.py -------------------------------------------------
 

@@ -9,7 +9,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import InvalidArgument
 
+# What every stored note and event satisfies, however it arrives (a tool call, the CLI, an import):
+# `check_fields` and `check_event` hold them, and the tools' schemas are built from the same numbers.
 MAX_TEXT = 20_000
+MAX_KIND = 64
+MAX_SUBJECT = 256
+MAX_TAGS = 32
+MAX_TAG = 64
+MAX_SOURCE = 1000
+MAX_REASON = 2000
+MAX_ACTOR = 256
+# Times are stored as int64 microseconds since 1970 and read back as datetimes: a time outside what a
+# datetime holds once it is in UTC (an offset can push 9999-12-31T23:59:59-01:00 into year 10000)
+# could be written but never read, and every read of its scope would fail.
+EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 class EventKind(StrEnum):
@@ -53,15 +67,53 @@ def check_fields(fields: NoteFields) -> None:
     """What every stored note must satisfy, however it arrives (a write, an import): raises naming the field."""
     if not fields.text or not fields.text.strip():
         raise InvalidArgument("text", "must not be empty")
-    if len(fields.text) > MAX_TEXT:
-        raise InvalidArgument("text", f"is {len(fields.text)} characters; the limit is {MAX_TEXT}")
+    check_text("text", fields.text, MAX_TEXT)
     if not 0.0 <= fields.confidence <= 1.0:
         raise InvalidArgument("confidence", f"{fields.confidence} is outside 0..1")
     if not fields.kind or not fields.kind.strip():
         raise InvalidArgument("kind", "must not be empty")
+    check_text("kind", fields.kind, MAX_KIND)
+    check_text("subject", fields.subject, MAX_SUBJECT)
+    check_text("source", fields.source, MAX_SOURCE)
+    if len(fields.tags) > MAX_TAGS:
+        raise InvalidArgument("tags", f"has {len(fields.tags)} tags; the limit is {MAX_TAGS}")
+    for i, tag in enumerate(fields.tags):
+        check_text(f"tags[{i}]", tag, MAX_TAG)
+    check_time("valid_from", fields.valid_from)
+    check_time("valid_until", fields.valid_until)
     valid_from, valid_until = fields.valid_from, fields.valid_until
     if valid_from and valid_until and _aware(valid_until) <= _aware(valid_from):
         raise InvalidArgument("valid_until", "must be later than valid_from")
+
+
+def check_text(field: str, value: str | None, limit: int) -> None:
+    """A text field within its limit and storable: UTF-8 has no form for a lone surrogate ("\\ud800")."""
+    if value is None:
+        return
+    if len(value) > limit:
+        raise InvalidArgument(field, f"is {len(value)} characters; the limit is {limit}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            field, f"holds {value[exc.start]!r} at character {exc.start}, a lone surrogate that UTF-8 cannot store"
+        ) from None
+
+
+def check_time(field: str, value: datetime | None) -> None:
+    """A time the store can write and read back: between EARLIEST and LATEST once in UTC (a time without
+    an offset is UTC, as the store reads it)."""
+    if value is None:
+        return
+    try:
+        inside = EARLIEST <= _aware(value).astimezone(UTC) <= LATEST
+    except OverflowError:  # the offset pushes it past year 1 or 9999
+        inside = False
+    if not inside:
+        raise InvalidArgument(
+            field,
+            f"{value.isoformat()} is outside the supported range, 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z in UTC",
+        )
 
 
 def _aware(t: datetime) -> datetime:
@@ -101,3 +153,12 @@ class Event(BaseModel):
     actor: str | None = None
     confidence: float = 1.0
     recorded_at: datetime
+
+
+def check_event(event: Event) -> None:
+    """What every stored event must satisfy beyond its model, however it arrives: raises naming the field."""
+    check_text("reason", event.reason, MAX_REASON)
+    check_text("actor", event.actor, MAX_ACTOR)
+    if not 0.0 <= event.confidence <= 1.0:
+        raise InvalidArgument("confidence", f"{event.confidence} is outside 0..1")
+    check_time("recorded_at", event.recorded_at)

@@ -49,7 +49,7 @@ from pydantic import BaseModel
 from . import where
 from .errors import ModelMismatch, StoreBusy, StoreUnavailable, StoreUnreachable
 from .lease import Lease
-from .model import Event, EventKind, Note
+from .model import EARLIEST, LATEST, Event, EventKind, Note
 
 if TYPE_CHECKING:
     from lance.dataset import LanceDataset
@@ -188,7 +188,15 @@ def _micros(t: datetime | None) -> int | None:
 
 
 def _from_us(value: int | None) -> datetime | None:
-    return None if value is None else where.EPOCH + timedelta(microseconds=value)
+    """A stored time. One outside what a datetime holds (written before imports checked times:
+    `model.check_time`) reads as the nearest end of the range, so its scope can be read, exported and
+    the note forgotten, rather than every read of the scope failing."""
+    if value is None:
+        return None
+    try:
+        return where.EPOCH + timedelta(microseconds=value)
+    except OverflowError:
+        return LATEST if value > 0 else EARLIEST
 
 
 def _value(value: Any) -> Any:
@@ -1109,9 +1117,43 @@ class Tables:
             materialize_deletions_threshold=0.0 if erasing else None,  # None: Lance's own (10 % deleted)
         )
         dataset.optimize.optimize_indices()
-        if name == NOTES and not erasing:
+        if erasing:
+            self._rebuild_stale_indexes(table)
+        elif name == NOTES:
             self._reshape_vector_index(table)
         self._clean(self._dataset(table), keep_versions_for)
+
+    def _rebuild_stale_indexes(self, table: Table) -> None:
+        """Build again every index that still covers a fragment the table no longer has. A delete that
+        takes every row of a fragment drops the fragment without rewriting it, so no compaction remaps
+        the indexes over it: they keep the deleted rows' terms, vectors and values (an erasure must
+        reach them). Rebuilt from the rows there are; on an empty table, dropped (made again by
+        `ensure_indexes` at the next open)."""
+        table.checkout_latest()
+        view = table.to_lance()
+        present = {fragment.fragment_id for fragment in view.get_fragments()}
+        stale = {
+            index.name
+            for index in view.describe_indices()
+            if any(f not in present for segment in index.segments for f in segment.fragment_ids)
+        }
+        if not stale:
+            return
+        wanted = _wanted_indexes(table.name)
+        empty = table.count_rows() == 0
+        for index in table.list_indices():
+            if index.name not in stale:
+                continue
+            column = index.columns[0]
+            log.info(
+                "rebuilding the %s index of %s.%s, which covered erased rows", index.index_type, table.name, column
+            )
+            if empty:
+                table.drop_index(index.name)
+            elif column == "vector":
+                self._ensure_vector_index(table, again=True)
+            else:
+                table.create_index(column, config=wanted[column], replace=True)
 
     @staticmethod
     def _vector_index_due(table: Table) -> bool:

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from .embedder import Embedder
 from .errors import InvalidArgument
 from .ids import EVENT_PREFIX, NOTE_PREFIX, check_id, derived_id, is_note_id
-from .model import Event, EventKind, Note, check_fields
+from .model import MAX_ACTOR, Event, EventKind, Note, check_event, check_fields, check_text, check_time
 from .tables import Tables
 from .views import Imported
 from .where import check_scope
@@ -178,6 +178,8 @@ def _note(record: dict[str, Any]) -> Note:
     if check_scope(note.scope) != note.scope:
         raise InvalidArgument("scope", f"{note.scope!r} is not in Unicode NFC, as every stored scope is")
     check_fields(note)
+    check_time("recorded_at", note.recorded_at)
+    check_text("actor", note.actor, MAX_ACTOR)
     return note.model_copy(update={k: _aware(getattr(note, k)) for k in ("recorded_at", "valid_from", "valid_until")})
 
 
@@ -191,6 +193,7 @@ def _event(record: dict[str, Any]) -> Event:
     check_id(event.dst, "dst", prefix=None if event.kind is EventKind.REINSTATES else NOTE_PREFIX)
     if (event.src is None) != (event.kind in (EventKind.REVOKES, EventKind.REINSTATES, EventKind.FORGETS)):
         raise InvalidArgument("src", f"a {event.kind.value} event {'has no' if event.src else 'needs a'} src")
+    check_event(event)
     return event.model_copy(update={"recorded_at": _aware(event.recorded_at)})
 
 

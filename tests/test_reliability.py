@@ -4,22 +4,27 @@ The long forms (kill -9 at random points, several server processes) are bench/fa
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import ducer
 import numpy as np
 import pyarrow as pa
 import pytest
 from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder, tables
-from corrigenda.store.model import EventKind, NoteState
+from corrigenda.store.ids import new_note_id
+from corrigenda.store.model import EventKind, Note, NoteState
 from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
 from lance import LanceDataset
+from lance.file import LanceFileReader
 from lancedb.table import LanceTable
 
 
@@ -529,3 +534,77 @@ def test_a_correction_read_between_its_two_appends_shows_once_its_note_lands(
     writer.tables.add_notes([(new, embedder.embed([new.text])[0], True)], embedder.name)  # its commit point
     chain = reader.history(old.id).chain  # the reader asked for the new note by id before: it asks again
     assert [h.id for h in chain.heads] == [new.id] and [h.note.id for h in chain.history] == [old.id]
+
+
+def index_terms(uri: str) -> set[bytes]:
+    """Every term in every full-text index file of the notes table on disk, read from the index's own
+    term dictionary (an FST, compressed: a byte search of the files cannot find a term in it)."""
+    terms: set[bytes] = set()
+    for path in Path(uri, "notes.lance", "_indices").rglob("part_*_tokens.lance"):
+        for fst in LanceFileReader(str(path)).read_all().to_table()["_token_fst_bytes"].to_pylist():
+            terms.update(term for term, _ in ducer.Map(fst).items())
+    return terms
+
+
+def vector_index_rows(uri: str) -> set[int]:
+    """The row addresses held in every vector index file of the notes table on disk, each beside its
+    quantized vector."""
+    rows: set[int] = set()
+    for path in Path(uri, "notes.lance", "_indices").rglob("auxiliary.idx"):
+        rows.update(LanceFileReader(str(path)).read_all().to_table()["_rowid"].to_pylist())
+    return rows
+
+
+def notes_with_random_vectors(count: int, dimension: int, model: str) -> list[str]:
+    """An export of `count` notes whose vectors are given (random), so importing them embeds nothing."""
+    rng = np.random.default_rng(7)
+    header = {"type": "corrigenda-export", "version": 1, "exported_at": "2026-12-01T00:00:00Z", "model": model,
+              "dimension": dimension, "vectors": True, "scopes": ["default"]}  # fmt: skip
+    lines = [json.dumps(header)]
+    for i in range(count):
+        note = Note(id=new_note_id(), text=f"Filler note {i} about the weather in town {i}", scope="default",
+                    recorded_at=datetime(2026, 11, 1, tzinfo=UTC) + timedelta(seconds=i))  # fmt: skip
+        vector = rng.standard_normal(dimension).astype(np.float32).tolist()
+        lines.append(json.dumps({"type": "note", **note.model_dump(mode="json"), "vector": vector}))
+    return lines
+
+
+@pytest.mark.parametrize(
+    "fillers",
+    [
+        pytest.param(256, id="small"),
+        pytest.param(3 * tables.FRAGMENT_ROWS[NOTES], id="over-10k", marks=pytest.mark.slow),
+    ],
+)
+def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, fillers: int
+) -> None:
+    """A note written alone after its store's big fragments is indexed in a fragment of its own; a
+    forget then deletes that whole fragment, which Lance drops without rewriting, so no compaction
+    remaps the indexes over it. The indexes' own terms and rows are read after the forget and after
+    each upkeep step that follows. Small: 256 fillers, with fragments of 64 rows and a vector index
+    from 100 notes; over 10k: the store's own limits, three full fragments of fillers."""
+    if fillers == 256:
+        monkeypatch.setattr(tables, "FRAGMENT_ROWS", {NOTES: 64, EVENTS: 64})
+        monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100)
+    assert fillers >= tables.VECTOR_INDEX_AT
+    memory.import_lines(notes_with_random_vectors(fillers, 384, memory.embedder.name))
+    memory.tables.compact()
+    secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz")).note
+    memory.tables.compact()  # the secret's fragment, alone after the big ones, is indexed on its own
+    address = memory.tables.scope_rows("default").addresses([secret.id])[secret.id]  # type: ignore[union-attr]
+    assert {b"zebra", b"quartz"} <= index_terms(memory.tables.uri)
+    assert address in vector_index_rows(memory.tables.uri)
+
+    memory.forget(secret.id, reason="the user asked")
+    for step in ("forget", "compaction", "a write, then compaction", "a compaction 11 s later"):
+        if step.startswith("a write"):
+            memory.remember(Draft(text="Another note about the harbour"))
+        if step.endswith("later"):
+            time.sleep(11)  # past KEEP_VERSIONS_FOR: the versions kept since are dropped
+        if step != "forget":
+            memory.tables.compact()
+        assert not {b"zebra", b"quartz"} & index_terms(memory.tables.uri), step
+        assert address not in vector_index_rows(memory.tables.uri), step
+    recalled = memory.recall("zebra quartz locker code").chains
+    assert not any("zebra" in note.text for chain in recalled for note in chain.heads)

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from corrigenda.server.cli import _export
 from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder, transfer
-from corrigenda.store.model import Event, EventKind, Note
+from corrigenda.store.ids import new_note_id
+from corrigenda.store.model import LATEST, Event, EventKind, Note
 from corrigenda.store.transfer import _event, _note
 from hypothesis import given
 from hypothesis import strategies as st
@@ -102,6 +104,11 @@ def test_without_vectors_the_import_embeds_again_and_recalls_the_same_chains(
     assert chains(copy) == chains(memory)
 
 
+def edit(lines: Sequence[str], index: int, **fields: object) -> list[str]:
+    """`lines` with the record at `index` given these fields."""
+    return [json.dumps({**json.loads(line), **fields}) if i == index else line for i, line in enumerate(lines)]
+
+
 def test_a_bad_line_is_named_and_nothing_is_stored(
     tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
 ) -> None:
@@ -121,6 +128,15 @@ def test_a_bad_line_is_named_and_nothing_is_stored(
         (dangling, len(dangling), "neither in the file nor in the store"),
         ([good[0], good[1], good[1]], 3, "already on line 2"),
         ([good[1]], 1, "header"),
+        # the tools' own rules, through the one check every note and event passes (model.check_fields):
+        # a time that an offset pushes past 9999 could be written but never read back
+        (edit(good, 2, valid_until="9999-12-31T23:59:59-01:00"), 3, "valid_until: .* outside the supported range"),
+        (edit(good, 2, recorded_at="0001-01-01T00:00:00+01:00"), 3, "recorded_at: .* outside the supported range"),
+        (edit(good, 2, kind="k" * 65), 3, "kind: is 65 characters; the limit is 64"),
+        (edit(good, 2, subject="s" * 1_000_000), 3, "subject: is 1000000 characters; the limit is 256"),
+        (edit(good, 2, tags=["t"] * 33), 3, "tags: has 33 tags; the limit is 32"),
+        (edit(good, 2, text="a lone \ud800 surrogate"), 3, "text: holds .* at character 7, a lone surrogate"),
+        (edit(good, len(good) - 1, reason="r" * 2001), len(good), "reason: is 2001 characters; the limit is 2000"),
     ):
         with pytest.raises(InvalidArgument, match=rf"^line {number}: .*{problem}"):
             target.import_lines(lines)
@@ -274,3 +290,36 @@ def test_an_import_embeds_the_next_batch_while_one_is_written_and_stops_at_a_fai
     stored = sorted(n.text for n in memory.list_notes("ops").notes)
     assert stored == sorted(["The store existed before the import", *(d.text for d in drafts[:4])])
     assert counting.calls == 4  # every batch, though the fourth was never written
+
+
+def test_a_store_holding_a_time_past_9999_stays_readable_and_its_note_can_be_forgotten(
+    memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A store that took such a time before imports checked them (issue 35, item 1) is not locked: the
+    time reads as the end of the range, and the note can be exported and forgotten."""
+    memory.remember(Draft(text="A note beside it"), scope="s")
+    past_9999 = datetime.fromisoformat("9999-12-31T23:59:59-01:00")  # 10000-01-01T00:59:59Z
+    bad = Note(id=new_note_id(), text="Written with a time past 9999", scope="s", recorded_at=T0, valid_until=past_9999)
+    memory.tables.add_notes([(bad, embedder.embed([bad.text])[0], True)], embedder.name)
+
+    listed = {n.id: n for n in memory.list_notes("s").notes}
+    assert listed[bad.id].valid_until == LATEST
+    assert memory.recall("a note", scope="s").chains
+    assert any(bad.id in line for line in memory.export("s"))
+    assert memory.forget(bad.id, reason="unreadable time").changed
+    assert [n.text for n in memory.list_notes("s").notes] == ["A note beside it"]
+
+
+def test_an_export_that_fails_leaves_no_partial_file(tmp_path: Path, memory: Memory) -> None:
+    memory.remember(Draft(text="A note to export"), scope="s")
+    header = next(memory.export())
+
+    def failing(scope: str | None, vectors: bool) -> Iterator[str]:
+        yield header
+        raise OSError("disk full")
+
+    memory.export = failing  # type: ignore[method-assign]
+    out = tmp_path / "backup.jsonl"
+    with pytest.raises(OSError, match="disk full"):
+        _export(memory, None, str(out), vectors=False)
+    assert not out.exists() and not Path(f"{out}.partial").exists()

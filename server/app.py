@@ -60,8 +60,8 @@ from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from . import http, render, roots, schemas
-from .config import ScopeName, Settings
+from . import http, project, render, roots, schemas
+from .config import ScopeName, Settings, package_version
 from .errors import invalid_arguments, tool_errors
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,10 @@ this session's default scope: {scope_line} `scopes` lists every scope with its c
 """
 
 CONFIGURED_SCOPE = "'{scope}', set in the server's configuration."
-SCOPE_FROM_ROOTS = (
-    "the scope of your workspace root (its folder name and a short hash of its path), or 'default' "
-    "when the client offers no roots; each result names the scope it used."
+SCOPE_OF_PROJECT = (
+    "the scope of your project (its folder name and a short hash of its path: the project folder set in "
+    "the server's configuration, else your workspace root), or 'default' when there is none; each result "
+    "names the scope it used."
 )
 
 RECENT = 20  # notes in a scope's recent-notes resource
@@ -287,22 +288,27 @@ def build_server(
                 if not await anyio.to_thread.run_sync(memory.finish_upkeep, SHUTDOWN_WAIT):
                     log.warning("stopping with upkeep under way; the next upkeep, on any server, finishes it")
 
-    scope_line = SCOPE_FROM_ROOTS if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
+    scope_line = SCOPE_OF_PROJECT if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     server = CorrigendaServer(
-        "corrigenda", instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=_version(),
+        "corrigenda", instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=package_version(),
         lifespan=lifespan, log_level=settings.log_level, **http.auth(settings),
     )  # fmt: skip
     session_scopes: WeakKeyDictionary[Any, tuple[str, str]] = WeakKeyDictionary()
 
     async def scope_for(ctx: Context, given: str | None) -> str:
-        """The scope a call names, else the configured one, else the session's own (roots.py)."""
+        """The scope a call names, else the configured one, else the session's project's (project.py)."""
         if given is not None:
             return given
         if settings.scope is not None:
             return settings.scope
         session = ctx.request_context.session
         if session not in session_scopes:
-            session_scopes[session] = await roots.session_scope(session)
+            root = await roots.first_root(session) if settings.project is None else None
+            memory: Memory = ctx.request_context.lifespan_context.memory  # type: ignore[attr-defined]
+            with tool_errors("the session's scope"):
+                session_scopes[session] = await anyio.to_thread.run_sync(
+                    project.resolve, settings.project, root, lambda: [c.scope for c in memory.scopes()]
+                )
             log.info("session scope %r, from %s", *session_scopes[session])
         return session_scopes[session][0]
 
@@ -607,12 +613,3 @@ def build_server(
         return CORRECTION_PROMPT.format(wrong=wrong, right=right, reason=reason, scope=where)
 
     return server
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("corrigenda")
-    except PackageNotFoundError:
-        return "0"

@@ -7,40 +7,65 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
-from .config import Settings
+from .config import Settings, package_version
 
 if TYPE_CHECKING:
     from corrigenda.store import Memory
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line on stderr, exit status 2: what was wrong and where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"corrigenda: {message} (see `{self.prog} --help`)\n")
+
+
+# Commands that only read: they never make a store (a mistyped --db would look like an empty memory).
+READS = {"recall", "show", "why", "stats", "scopes", "list", "changes", "export"}
+# Commands that write: they make the store if there is none, and say so once.
+WRITES = {"remember", "correct", "revoke", "reinstate", "link", "forget", "import"}
+PERSON = "a person (corrigenda CLI)"  # the actor a person's writes through the CLI record
+
+
 def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--db", help="store directory or s3://… (env CORRIGENDA_DB; default: per-user data dir)")
     common.add_argument("--model", help="sentence-transformers model name or path (env CORRIGENDA_MODEL)")
-    common.add_argument("--scope", help="default scope (env CORRIGENDA_SCOPE; default 'default')")
-    common.add_argument("--json", action="store_true", help="print the structured result instead of text")
-
-    parser = argparse.ArgumentParser(
-        prog="corrigenda", description="Agent memory with first-class corrections (MCP server)."
+    common.add_argument("--scope", help="scope by name (env CORRIGENDA_SCOPE; default: this folder's project's)")
+    common.add_argument(
+        "--project", help="project folder whose scope to use (env CORRIGENDA_PROJECT; default: the working directory)"
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    common.add_argument("--json", action="store_true", help="print the structured result (JSON) instead of text")
+    note = _Parser(add_help=False)  # what a written note may carry besides its text
+    note.add_argument("--kind", help="fact, decision, preference, procedure, observation, … (default fact)")
+    note.add_argument("--subject", help="key of what the note is about, e.g. service.port")
+    note.add_argument("--tag", dest="tags", action="append", help="a free label (repeat for more)")
+    note.add_argument("--source", help="where the note came from")
+    note.add_argument("--valid-from", help="when it starts to hold: ISO 8601, a date, or e.g. 2d (ago)")
+    note.add_argument("--valid-until", help="when it stops holding: ISO 8601 or a date")
+
+    parser = _Parser(prog="corrigenda", description="Agent memory with first-class corrections (MCP server).")
+    parser.add_argument("--version", action="version", version=f"corrigenda {package_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     serve = commands.add_parser(
         "serve",
         parents=[common],
-        help="run the MCP server (stdio by default)",
+        help="run the MCP server (stdio by default: an MCP client launches it)",
         epilog="HTTP access, from the environment only (a flag would show in ps): CORRIGENDA_TOKEN, a bearer "
         "token of 16+ characters that every request must carry (required unless --host is loopback); "
         "CORRIGENDA_ALLOWED_HOSTS and CORRIGENDA_ALLOWED_ORIGINS, comma-separated Host and Origin values to "
         "accept instead of the defaults (the loopback names and --host, with the port).",
     )
-    serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT")
+    serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT (default stdio)")
     serve.add_argument("--host", help="http only; env CORRIGENDA_HOST (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="http only; env CORRIGENDA_PORT (default 8765)")
     serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
@@ -51,26 +76,55 @@ def _parser() -> argparse.ArgumentParser:
 
     recall = commands.add_parser("recall", parents=[common], help="print what recall_chains returns for a query")
     recall.add_argument("query")
-    recall.add_argument("--budget-tokens", type=int, default=2000)
-    recall.add_argument("--as-of", help="ISO 8601 time to replay")
-    show = commands.add_parser("show", parents=[common], help="print a note with its chain and events")
+    recall.add_argument("--budget-tokens", type=int, default=2000, help="token budget of the answer (default 2000)")
+    recall.add_argument("--as-of", help="replay what the store believed then: ISO 8601, a date, or e.g. 2d (ago)")
+    show = commands.add_parser("show", parents=[common], help="print a note with its chain and events (history)")
     show.add_argument("note_id")
     why = commands.add_parser("why", parents=[common], help="print why_excluded for a note")
     why.add_argument("note_id")
-    why.add_argument("--query")
+    why.add_argument("--query", help="replay this recall to see where the note fell out")
     commands.add_parser("stats", parents=[common], help="print what the store holds")
-    commands.add_parser("scopes", parents=[common], help="list every scope with its counts")
+    commands.add_parser("scopes", parents=[common], help="list every scope with its counts (* marks this folder's)")
 
     listing = commands.add_parser("list", parents=[common], help="list a scope's notes, newest first, by state")
-    listing.add_argument("--state", choices=["current", "history", "all"], default="all")
-    listing.add_argument("--offset", type=int, default=0)
-    listing.add_argument("--limit", type=int, default=50)
-    listing.add_argument("--as-of", help="ISO 8601 time to replay")
+    listing.add_argument("--state", choices=["current", "history", "all"], default="all", help="default all")
+    listing.add_argument("--offset", type=int, default=0, help="notes to skip (default 0)")
+    listing.add_argument("--limit", type=int, default=50, help="notes to show (default 50)")
+    listing.add_argument("--as-of", help="replay what the store believed then: ISO 8601, a date, or e.g. 2d (ago)")
     changed = commands.add_parser(
         "changes", parents=[common], help="what was corrected, revoked, reinstated or forgotten since a time"
     )
-    changed.add_argument("--since", required=True, help="ISO 8601 time, e.g. 2026-11-30T09:00:00Z")
-    changed.add_argument("--limit", type=int, default=50)
+    changed.add_argument("--since", required=True, help="ISO 8601, a date (2026-12-01), or ago: 30m, 12h, 2d, 1w")
+    changed.add_argument("--limit", type=int, default=50, help="changes to show (default 50)")
+
+    remember = commands.add_parser("remember", parents=[common, note], help="store a note")
+    remember.add_argument("text")
+    correct = commands.add_parser(
+        "correct", parents=[common, note], help="replace a note with a corrected one (the old one becomes history)"
+    )
+    correct.add_argument("note_id")
+    correct.add_argument("text")
+    correct.add_argument("--reason", required=True, help="why: kept with the event and shown with the history")
+    revoke = commands.add_parser("revoke", parents=[common], help="mark a note as wrong, with no replacement")
+    revoke.add_argument("note_id")
+    revoke.add_argument("--reason", required=True, help="why it is wrong")
+    reinstate = commands.add_parser(
+        "reinstate", parents=[common], help="undo a revocation or correction (a note id or an event id)"
+    )
+    reinstate.add_argument("target_id")
+    reinstate.add_argument("--reason", required=True, help="why the revocation or correction was a mistake")
+    link = commands.add_parser(
+        "link", parents=[common], help="record that a note depends on, refines or replaces another"
+    )
+    link.add_argument("src_id")
+    link.add_argument("kind", choices=["depends_on", "refines", "supersedes"])
+    link.add_argument("dst_id")
+    link.add_argument("--reason", help="why (required for supersedes)")
+    forget = commands.add_parser("forget", parents=[common], help="delete a note for real (for privacy); asks first")
+    forget.add_argument("note_id")
+    forget.add_argument("--reason", required=True, help="why it is erased (kept; the text is not)")
+    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
     export = commands.add_parser(
         "export", parents=[common], help="write notes and events as JSON Lines (every scope, or --scope)"
     )
@@ -79,13 +133,49 @@ def _parser() -> argparse.ArgumentParser:
         "--vectors", action="store_true", help="include the embeddings (an import then skips the model)"
     )
     load = commands.add_parser(
-        "import", parents=[common], help="import a corrigenda export, or a knowledge-graph memory.jsonl into --scope"
+        "import",
+        parents=[common],
+        help="import a corrigenda export (into the scopes it names), or a knowledge-graph memory.jsonl "
+        "(into --scope, else this folder's project's)",
     )
     load.add_argument("file")
+    setup = commands.add_parser(
+        "install",
+        help="write corrigenda's entry into an MCP client's configuration (keeps the rest, and a .bak)",
+        description="VS Code and Cursor get --project ${workspaceFolder} (each folder its own memory); Claude "
+        "Code starts the server in the project; Claude Desktop has no workspace (scope 'default' unless "
+        "--project or --scope is given). --db, --scope and --model are passed on as CORRIGENDA_* variables.",
+    )
+    setup.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
+    setup.add_argument("--print", dest="print_only", action="store_true", help="print the entry; write nothing")
+    setup.add_argument("--project", help="a fixed project folder for every session of this client")
+    setup.add_argument("--db", help="the store every session of this client uses (default: per-user data dir)")
+    setup.add_argument("--scope", help="a fixed scope for every session of this client")
+    setup.add_argument("--model", help="sentence-transformers model name or path")
     web = commands.add_parser("ui", parents=[common], help="a read-only web view of the memory, on loopback")
     web.add_argument("--host", help="a loopback address (env CORRIGENDA_HOST; default 127.0.0.1)")
     web.add_argument("--port", dest="ui_port", type=int, help="env CORRIGENDA_UI_PORT (default 8766)")
     return parser
+
+
+RELATIVE = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_time(flag: str, text: str | None, now: datetime) -> datetime | None:
+    """A time a person types: ISO 8601 (2026-12-01T09:00:00Z), a date (2026-12-01, midnight UTC), or a
+    span ago (30m, 12h, 2d, 1w). Raises ValueError with one line saying what is accepted."""
+    if text is None:
+        return None
+    ago = RELATIVE.match(text.strip())
+    if ago:
+        return now - timedelta(**{UNITS[ago[2]]: int(ago[1])})
+    from .app import iso_8601
+
+    try:
+        return iso_8601(text)
+    except PydanticCustomError as exc:
+        raise ValueError(f"{flag}: {exc}; or a date (2026-12-01) or a span ago (30m, 12h, 2d, 1w)") from None
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -136,6 +226,28 @@ def _progress(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
+def _store_path(settings: Settings) -> str | None:
+    """The directory of a store on this machine's disk; None for a bucket (or LanceDB's memory://)."""
+    return None if "://" in settings.db else settings.db
+
+
+def _resolve_scope(settings: Settings, memory: Memory) -> str:
+    from .project import resolve
+
+    if settings.scope is not None:
+        return settings.scope
+    return resolve(settings.project, None, lambda: [c.scope for c in memory.scopes()], working_directory=True)[0]
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; without one (a script, CI) the answer is no: pass --yes."""
+    if not sys.stdin.isatty():
+        return False
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -147,62 +259,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    path = _store_path(settings)
+    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+        return _fail(f"--db: {path} is a file, not a store directory (CORRIGENDA_DB names the folder of a store)")
+    if args.command in READS and path is not None and not os.path.isdir(path):
+        return _fail(
+            f"--db: there is no store at {path} (mistyped --db or CORRIGENDA_DB?); `corrigenda serve` and the "
+            "write commands make one"
+        )
+    new_store = path is not None and not os.path.isdir(path) and args.command in WRITES | {"serve"}
 
     if args.command == "serve":
-        import anyio
-        from corrigenda.store import CorrigendaError
-        from corrigenda.store.tables import Tables
-
-        from .app import build_server
-        from .http import RefusedToListen, serve_http
-        from .stdio import serve_stdio
-
-        server = build_server(settings)
-        if settings.transport == "http":
-            try:
-                if "://" in settings.db:  # a bucket that cannot be opened stops an HTTP server before it listens
-                    Tables(settings.db, settings.storage_options).count()
-                if args.ui:
-                    from .app import build_memory
-                    from .ui import serve_ui_beside
-
-                    serve_ui_beside(
-                        build_memory(settings), settings.scope or "default", settings.host, settings.ui_port
-                    )
-                serve_http(server, settings)
-            except (RefusedToListen, CorrigendaError) as exc:
-                return _fail(str(exc))
-        else:
-            anyio.run(serve_stdio, server)
-        # Every write is on disk by now. Leave without interpreter teardown, which can abort
-        # ("exception not rethrown") while the background thread is still inside torch's import.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        return _serve(args, settings, new_store)
+    if args.command == "install":
+        return _install(args)
 
     from corrigenda.store import CorrigendaError
     from corrigenda.store.views import ScopeList
 
     from . import render
-    from .app import build_memory, iso_8601
-    from .roots import DEFAULT_SCOPE
+    from .app import build_memory
 
-    scope = settings.scope or DEFAULT_SCOPE  # no client, so no roots
-    try:
-        as_of = iso_8601(getattr(args, "as_of", None))
-    except PydanticCustomError as exc:
-        return _fail(f"--as-of: {exc}")
     memory = build_memory(settings)
     if args.command == "ui":
         from .http import RefusedToListen
         from .ui import serve_ui
 
         try:
-            serve_ui(memory, scope, settings.host, settings.ui_port)
+            serve_ui(memory, _resolve_scope(settings, memory), settings.host, settings.ui_port)
         except RefusedToListen as exc:
             return _fail(str(exc))
         return 0
     try:
+        now = memory.clock()
+        as_of = parse_time("--as-of", getattr(args, "as_of", None), now)
+        scope = _resolve_scope(settings, memory)
         if args.command == "recall":
             r = memory.recall(args.query, scope, args.budget_tokens, as_of=as_of)
             _show(r, render.recall(r), args.json)
@@ -222,28 +313,128 @@ def main(argv: Sequence[str] | None = None) -> int:
             page = memory.list_notes(scope, args.state, args.offset, args.limit, as_of)
             _show(page, render.note_list(page), args.json)
         elif args.command == "changes":
-            try:
-                since = iso_8601(args.since)
-            except PydanticCustomError as exc:
-                return _fail(f"--since: {exc}")
+            since = parse_time("--since", args.since, now)
             assert since is not None
             found = memory.changes(since, scope, args.limit)
             _show(found, render.changes(found), args.json)
         elif args.command == "export":
             _export(memory, args.scope, args.out, args.vectors)
         elif args.command == "import":
-            with open(args.file, encoding="utf-8") as file:
-                lines = file.read().splitlines()  # checked in full before anything is written
+            with open(args.file, encoding="utf-8", newline="") as file:
+                lines = file.read().split("\n")  # checked in full before anything is written
             done = memory.import_lines(
                 lines, scope, actor="corrigenda import", source=os.path.basename(args.file), progress=_progress
             )
             _show(done, render.imported(done), args.json)
-    except CorrigendaError as exc:
+        elif args.command in WRITES and not _write(args, memory, scope, now):
+            return _fail("forget: not confirmed, nothing erased (pass --yes to skip the question)")
+    except (CorrigendaError, ValueError) as exc:
         return _fail(f"{args.command}: {exc}")
     except Exception as exc:  # a person reads this: one line, the traceback only with --log-level DEBUG
         logging.getLogger(__name__).debug("%s failed", args.command, exc_info=True)
         return _fail(f"{args.command} failed: {type(exc).__name__}: {exc}")
+    finally:
+        memory.close()
+    if new_store:
+        sys.stderr.write(f"corrigenda: made a new store at {path}\n")
     return 0
+
+
+def _write(args: argparse.Namespace, memory: Memory, scope: str, now: datetime) -> bool:
+    """A person's write: recorded with PERSON as its actor. False: a forget the person did not confirm."""
+    from corrigenda.store import Draft
+
+    from . import render
+
+    if args.command in ("remember", "correct"):
+        given = {k: getattr(args, k) for k in ("kind", "subject", "tags", "source") if getattr(args, k)}
+        valid = {
+            k: parse_time(f"--{k.replace('_', '-')}", getattr(args, k), now) for k in ("valid_from", "valid_until")
+        }
+        draft = Draft(text=args.text, **given, **{k: v for k, v in valid.items() if v is not None})
+        if args.command == "remember":
+            r = memory.remember(draft, scope=scope, actor=PERSON)
+            _show(r, render.remembered(r), args.json)
+        else:
+            c = memory.correct(args.note_id, draft, reason=args.reason, actor=PERSON)
+            _show(c, render.corrected(c), args.json)
+    elif args.command == "revoke":
+        r = memory.revoke(args.note_id, reason=args.reason, actor=PERSON)
+        _show(r, render.lifecycle(r, "Revoked"), args.json)
+    elif args.command == "reinstate":
+        r = memory.reinstate(args.target_id, reason=args.reason, actor=PERSON)
+        _show(r, render.lifecycle(r, "Reinstated"), args.json)
+    elif args.command == "link":
+        linked = memory.link(args.src_id, args.dst_id, args.kind, reason=args.reason, actor=PERSON)
+        _show(linked, render.linked(linked), args.json)
+    elif args.command == "forget":
+        if not args.yes:
+            note = memory.history(args.note_id).note
+            if not _confirm(f"Erase note {note.id} for good: {note.text[:80]!r}?"):
+                return False
+        f = memory.forget(args.note_id, reason=args.reason, actor=PERSON)
+        _show(f, render.forgotten(f), args.json)
+    return True
+
+
+def _install(args: argparse.Namespace) -> int:
+    from . import install
+
+    given = {"CORRIGENDA_DB": args.db, "CORRIGENDA_SCOPE": args.scope, "CORRIGENDA_MODEL": args.model}
+    env = {name: value for name, value in given.items() if value}
+    if args.db and "://" not in args.db:
+        env["CORRIGENDA_DB"] = os.path.abspath(os.path.expanduser(args.db))  # a client starts elsewhere
+    project = os.path.abspath(os.path.expanduser(args.project)) if args.project else None
+    try:
+        made = install.entry(args.client, install.executable(), project, env)
+        if args.print_only:
+            sys.stdout.write(made.snippet() + "\n")
+            return 0
+        backup = install.write(made)
+    except install.InstallError as exc:
+        return _fail(f"install: {exc}")
+    kept = f"; the file as it was is {backup}" if backup else ""
+    sys.stderr.write(f"corrigenda: wrote the {install.NAME!r} entry into {made.file}{kept}. Restart the client.\n")
+    return 0
+
+
+def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int:
+    import anyio
+    from corrigenda.store import CorrigendaError
+    from corrigenda.store.tables import Tables
+
+    from .app import build_server
+    from .http import RefusedToListen, serve_http
+    from .stdio import serve_stdio
+
+    if new_store:
+        sys.stderr.write(f"corrigenda: no store at {settings.db} yet; the first write makes it\n")
+    server = build_server(settings)
+    if settings.transport == "http":
+        try:
+            if "://" in settings.db:  # a bucket that cannot be opened stops an HTTP server before it listens
+                Tables(settings.db, settings.storage_options).count()
+            if args.ui:
+                from .app import build_memory
+                from .ui import serve_ui_beside
+
+                beside = build_memory(settings)
+                serve_ui_beside(beside, _resolve_scope(settings, beside), settings.host, settings.ui_port)
+            serve_http(server, settings)
+        except (RefusedToListen, CorrigendaError) as exc:
+            return _fail(str(exc))
+    else:
+        if sys.stdin.isatty():  # a person ran it in a terminal: say why it looks idle
+            sys.stderr.write(
+                "corrigenda: an MCP server on stdio, waiting for a client's messages on stdin (an MCP client "
+                "launches it; `corrigenda install CLIENT` sets one up). Ctrl-C stops it.\n"
+            )
+        anyio.run(serve_stdio, server)
+    # Every write is on disk by now. Leave without interpreter teardown, which can abort
+    # ("exception not rethrown") while the background thread is still inside torch's import.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

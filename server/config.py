@@ -12,6 +12,16 @@ from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
+def package_version() -> str:
+    """The installed corrigenda's version ("0" when run from a tree that was never installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("corrigenda")
+    except PackageNotFoundError:
+        return "0"
+
+
 def default_db() -> str:
     """The per-user data directory of this platform: $XDG_DATA_HOME/corrigenda, else
     ~/.local/share/corrigenda on Linux; ~/Library/Application Support/corrigenda on macOS;
@@ -55,8 +65,12 @@ class Settings(BaseSettings):
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path.")
     scope: ScopeName = Field(
         None,
-        description="Scope used when a tool call names none; unset, each session's comes from the client's "
-        "workspace root, or is 'default' (README, \"Scopes\").",
+        description='Scope used when a tool call names none, by name; unset, it is the project\'s (README, "Scopes").',
+    )
+    project: str | None = Field(
+        None,
+        description="Project folder whose scope a call that names none uses (its work tree's top, named "
+        "'folder#hash'); unset: the client's workspace root, else the working directory's work tree, else 'default'.",
     )
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"

@@ -82,6 +82,20 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
+def check_port(host: str, port: int, flag: str) -> None:
+    """Refuse, in one line, a port another process listens on (rather than announce a server that then
+    fails to bind)."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no owner
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            raise RefusedToListen(
+                f"cannot listen on {netloc(host, port)} ({exc.strerror}): choose another {flag}"
+            ) from None
+
+
 def serve_http(server: MCPServer[Any], settings: Settings) -> None:
     """Listen until stopped; `server` must have been built with `auth(settings)`."""
     where = netloc(settings.host, settings.port)
@@ -90,6 +104,7 @@ def serve_http(server: MCPServer[Any], settings: Settings) -> None:
             f"refusing to listen on {where} without a token: other machines can reach it. Set "
             f"CORRIGENDA_TOKEN (environment only) to a secret of {MIN_TOKEN_LENGTH}+ characters, or use --host 127.0.0.1"
         )
+    check_port(settings.host, settings.port, "--port (CORRIGENDA_PORT)")
     security = transport_security(settings)
     access = "bearer token required (CORRIGENDA_TOKEN)" if settings.token else "no token (loopback only)"
     hint = ""

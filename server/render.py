@@ -112,6 +112,8 @@ def remembered(r: Remembered) -> str:
     if not r.changed:
         return f"Already remembered in scope {r.note.scope}, unchanged: {_note(r.note)}"
     lines = [f"Remembered in scope {r.note.scope}: {_note(r.note)}"]
+    if r.scope_created:
+        lines.append(f"Scope {r.note.scope!r} held nothing before: this note made it.")
     lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]
     if r.similar_active:
         lines.append(
@@ -182,12 +184,14 @@ def exclusion(r: Exclusion) -> str:
 
 
 def scopes(r: ScopeList) -> str:
-    lines = [f"{len(r.scopes)} scope(s); this session's default is {r.default_scope!r}."]
+    lines = [f"{len(r.scopes)} scope(s); * marks the default, {r.default_scope!r}."]
     lines += [
-        f"  {c.scope!r}: {c.notes} notes, {c.events} events, latest note {_day(c.latest_note_at)}" for c in r.scopes
+        f"{'*' if c.scope == r.default_scope else ' '} {c.scope!r}: {c.notes} notes, {c.events} events, "
+        f"latest note {_day(c.latest_note_at)}"
+        for c in r.scopes
     ]
     if not any(c.scope == r.default_scope for c in r.scopes):
-        lines.append(f"  {r.default_scope!r}: empty so far")
+        lines.append(f"* {r.default_scope!r}: empty so far")
     return "\n".join(lines)
 
 

@@ -35,7 +35,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .app import iso_8601
-from .http import LOOPBACK_NAMES, RefusedToListen, is_loopback, netloc
+from .http import LOOPBACK_NAMES, RefusedToListen, check_port, is_loopback, netloc
 
 STATIC = Path(__file__).with_name("ui_static")
 ON = ' class="on"'  # the tab being shown
@@ -296,6 +296,7 @@ def serve_ui(memory: Memory, default_scope: str, host: str, port: int) -> None:
 
     if not is_loopback(host):
         raise RefusedToListen(f"the web view listens on loopback only (127.0.0.1, ::1, localhost), not {host}")
+    check_port(host, port, "--port (CORRIGENDA_UI_PORT)")
     sys.stderr.write(f"corrigenda: web view on http://{netloc(host, port)}/ (read-only)\n")
     sys.stderr.flush()
     uvicorn.run(build_ui(memory, default_scope), host=host.strip("[]"), port=port, log_level="warning")
@@ -305,6 +306,7 @@ def serve_ui_beside(memory: Memory, default_scope: str, host: str, port: int) ->
     """The web view in a background thread, beside `serve --transport http`."""
     if not is_loopback(host):
         raise RefusedToListen(f"the web view listens on loopback only (127.0.0.1, ::1, localhost), not {host}")
+    check_port(host, port, "--ui-port (CORRIGENDA_UI_PORT)")
     thread = threading.Thread(
         target=serve_ui, args=(memory, default_scope, host, port), name="corrigenda-ui", daemon=True
     )

@@ -6,6 +6,7 @@ Each write is checked in full before anything is stored, so a refused call chang
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import logging
 import threading
@@ -50,6 +51,8 @@ from .where import check_scope
 log = logging.getLogger(__name__)
 
 SIMILAR_SHOWN = 5
+SCOPES_NAMED = 5
+CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and compaction  # the nearest scopes an error about an unknown scope names
 # A remember's similar-notes search takes this many hits from each retriever (a recall takes
 # `per_retriever`, 20): enough for SIMILAR_SHOWN current ones and for the note's identical twin, which
 # is its closest match densely and by words; each hit is a row read and its chain folded.
@@ -179,6 +182,8 @@ class Memory:
             return Remembered(note=note_view(same, before), changed=False, similar_active=[], events=[])
         edges = [(EventKind.SUPERSEDES, t) for t in supersedes] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, scope, reason, actor, now) for k, t in edges]
+        # a search of a scope with notes finds some; only when it found none is the store asked
+        made = not candidates and not named and not self.graphs.get(scope).events and scope not in self.tables.scopes()
         after = self._write(before, events, (note, vector, readable))
         similar = []
         for cand in similar_to:
@@ -189,7 +194,7 @@ class Memory:
                 break
         return Remembered(
             note=note_view(note, after), changed=True, similar_active=similar,
-            events=[event_view(e, after) for e in events],
+            events=[event_view(e, after) for e in events], scope_created=made,
         )  # fmt: skip
 
     @_operation
@@ -393,6 +398,17 @@ class Memory:
             erasure="done" if erased else "pending",
         )  # fmt: skip
 
+    def close(self, timeout: float = CLOSE_WAIT) -> bool:
+        """Finish the background work this process started (erasures, a compaction) and start no more:
+        before the program ends. Whether all of it finished within `timeout` seconds."""
+        return self.finish_upkeep(timeout)
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def finish_upkeep(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the erasures this process's forgets left under way (object
         storage) and for a compaction it is running: before a server stops. Whether none is left."""
@@ -430,7 +446,11 @@ class Memory:
     ) -> RecallResult:
         trace = self._run(query, scope, budget_tokens, max_chains, include_history, as_of)
         assert trace.result is not None
+        if not trace.result.chains and not trace.result.omitted and not self.graphs.get(trace.result.scope).events:
+            self._unknown_scope(trace.result.scope)  # found nothing: is there anything there at all?
         return trace.result
+
+    recall_chains = recall  # the tool's name
 
     @_operation
     def why_excluded(
@@ -701,9 +721,21 @@ class Memory:
         return browse.changes(folded, listed, scope, since_utc, limit)
 
     def _unknown_scope(self, scope: str) -> None:
-        """A scope nothing was ever stored in is most often a mistyped one: say which ones exist."""
-        known = ", ".join(f"{c.scope!r} ({c.notes} notes)" for c in self.scopes()[:20]) or "none yet"
-        raise InvalidArgument("scope", f"nothing was ever stored in scope {scope!r}; the store's scopes: {known}")
+        """Reading a scope nothing was ever stored in, while others exist, is most often a typo (of a
+        scope, or of the store's path): an error that names the nearest scopes, never an empty answer
+        that looks like a memory lost. In a store with no scope at all there is nothing to mistype."""
+        counts = {c.scope: c for c in self.scopes()}
+        if not counts or scope in counts:
+            return
+        names = list(counts)
+        nearest = difflib.get_close_matches(scope, names, n=SCOPES_NAMED, cutoff=0.0) if len(names) > 1 else names
+        listed = ", ".join(f"{name!r} ({counts[name].notes} notes)" for name in nearest)
+        more = f", and {len(names) - len(nearest)} more (`scopes` lists them)" if len(names) > len(nearest) else ""
+        raise InvalidArgument(
+            "scope",
+            f"nothing was ever stored in scope {scope!r} (mistyped, or a project with no notes yet?); the nearest "
+            f"scopes: {listed}{more}. A write to {scope!r} makes it",
+        )
 
     # -- moving a memory: transfer.py --------------------------------------------------------
 

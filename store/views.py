@@ -118,6 +118,9 @@ class Remembered(BaseModel):
         "value of the same fact, call `correct` on it."
     )
     events: list[EventView] = Field(default_factory=list, description="Edges written with the note.")
+    scope_created: bool = Field(
+        False, description="True when the scope held nothing before: this write made it (check its spelling)."
+    )
 
 
 class Corrected(BaseModel):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from corrigenda.store import Draft, Memory
@@ -15,7 +17,10 @@ CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([CORRIGENDA, *args], capture_output=True, text=True, timeout=120, env=env)
+    # run outside any work tree, as from a home folder: the scope is "default" unless a flag says otherwise
+    return subprocess.run(
+        [CORRIGENDA, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tempfile.gettempdir()
+    )
 
 
 def test_recall_and_show_print_chains(db: str, memory: Memory) -> None:
@@ -35,3 +40,102 @@ def test_recall_and_show_print_chains(db: str, memory: Memory) -> None:
 
     missing = run("show", "n_00000000000000000000000000", "--db", db)
     assert missing.returncode == 2 and "n_00000000000000000000000000" in missing.stderr
+
+
+def test_a_read_command_on_a_missing_store_is_an_error_and_makes_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-store"
+    for command in (["recall", "anything"], ["stats"], ["list"], ["scopes"], ["changes", "--since", "1d"]):
+        done = run(*command, "--db", str(missing))
+        assert done.returncode == 2, command
+        assert done.stderr.splitlines() == [
+            f"corrigenda: --db: there is no store at {missing} (mistyped --db or CORRIGENDA_DB?); `corrigenda serve` "
+            "and the write commands make one"
+        ]
+        assert not missing.exists()
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a store")
+    done = run("stats", "--db", str(a_file))
+    assert done.returncode == 2 and "is a file, not a store directory" in done.stderr
+    assert a_file.read_text() == "not a store"
+
+
+def test_a_person_remembers_corrects_revokes_reinstates_links_and_forgets(tmp_path: Path) -> None:
+    db = str(tmp_path / "store")
+    made = run("remember", "The service listens on 8080", "--db", db, "--scope", "ops", "--subject", "port", "--json")
+    assert made.returncode == 0, made.stderr
+    assert made.stderr.splitlines() == [f"corrigenda: made a new store at {db}"]  # once, on the write that made it
+    old = json.loads(made.stdout)["note"]
+    assert old["actor"] == "a person (corrigenda CLI)" and old["subject"] == "port"
+    again = run("remember", "Deploys are on Fridays", "--db", db, "--scope", "ops", "--json")
+    assert again.stderr == "" and json.loads(again.stdout)["scope_created"] is False
+
+    fixed = run("correct", old["id"], "The service listens on 9090", "--reason", "moved", "--db", db, "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    new = json.loads(fixed.stdout)["note"]
+    assert new["subject"] == "port"  # kept from the note it corrects
+    revoked = run("revoke", new["id"], "--reason", "it never moved", "--db", db, "--json")
+    assert json.loads(revoked.stdout)["chain"]["heads"][0]["id"] == old["id"]  # revoking a correction brings back
+    assert run("reinstate", new["id"], "--reason", "it did move", "--db", db).returncode == 0
+    deploys = json.loads(again.stdout)["note"]["id"]
+    linked = run("link", deploys, "depends_on", new["id"], "--db", db, "--json")
+    assert json.loads(linked.stdout)["event"]["kind"] == "depends_on"
+
+    history = json.loads(run("show", old["id"], "--db", db, "--json").stdout)
+    assert history["chain"]["heads"][0]["id"] == new["id"]
+    assert {e["actor"] for e in history["events"]} == {"a person (corrigenda CLI)"}
+
+    unconfirmed = run("forget", deploys, "--reason", "asked", "--db", db)  # no terminal to ask on
+    assert unconfirmed.returncode == 2 and "not confirmed, nothing erased" in unconfirmed.stderr
+    assert run("show", deploys, "--db", db).returncode == 0
+    erased = run("forget", deploys, "--reason", "asked", "--yes", "--db", db, "--json")
+    assert erased.returncode == 0 and json.loads(erased.stdout)["changed"] is True
+    assert run("show", deploys, "--db", db).returncode == 2
+
+
+def test_usage_errors_are_one_line_and_version_is_printed() -> None:
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("corrigenda ")
+    for args, says in (
+        (["recall"], "the following arguments are required: query"),
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["list", "--limit", "many"], "argument --limit: invalid int value: 'many'"),
+        (["correct", "n_x", "text"], "the following arguments are required: --reason"),
+    ):
+        done = run(*args)
+        assert done.returncode == 2, args
+        (line,) = done.stderr.splitlines()
+        assert line.startswith("corrigenda: ") and says in line and "--help" in line, line
+
+
+def test_times_take_iso_dates_and_spans_ago(db: str, memory: Memory) -> None:
+    memory.remember(Draft(text="Backups run at two"))
+    note = memory.remember(Draft(text="Backups run at three")).note
+    memory.revoke(note.id, reason="a test")
+    for since in ("2d", "90m", "2026-01-01", "2026-01-01T00:00:00Z"):
+        done = run("changes", "--since", since, "--db", db, "--scope", "default", "--json")
+        assert done.returncode == 0, (since, done.stderr)
+        assert [c["event"]["kind"] for c in json.loads(done.stdout)["changes"]] == ["revokes"], since
+    bad = run("changes", "--since", "last week", "--db", db)
+    assert bad.returncode == 2 and "a span ago (30m, 12h, 2d, 1w)" in bad.stderr
+
+
+def test_every_read_command_prints_json(db: str, memory: Memory) -> None:
+    note = memory.remember(Draft(text="The cache is Redis")).note
+    for command in (
+        ["recall", "cache"], ["show", note.id], ["why", note.id], ["stats"], ["scopes"], ["list"],
+        ["changes", "--since", "1d"],
+    ):  # fmt: skip
+        done = run(*command, "--db", db, "--scope", "default", "--json")
+        assert done.returncode == 0, (command, done.stderr)
+        assert isinstance(json.loads(done.stdout), dict), command
+
+
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run("serve", "--transport", "http", "--port", str(port), "--db", str(tmp_path))
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"corrigenda: cannot listen on 127.0.0.1:{port} (") and "choose another --port" in line

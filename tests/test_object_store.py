@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
@@ -76,7 +77,9 @@ def s3() -> Iterator[LocalS3]:
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CORRIGENDA, *args], capture_output=True, text=True, timeout=120, env={**ENV, **env})
+    return subprocess.run(
+        [CORRIGENDA, *args], capture_output=True, text=True, timeout=120, env={**ENV, **env}, cwd=tempfile.gettempdir()
+    )
 
 
 def test_storage_options_come_from_one_variable_of_key_value_pairs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -87,7 +87,10 @@ async def test_without_a_configured_scope_the_clients_root_chooses_it(
         assert (await call(client, "scopes"))["default_scope"] == scope_from_root(first)
         assert "in scope api#" in (await client.call_tool("recall_chains", {"query": "api port"})).content[0].text  # type: ignore[union-attr]
     async with session(db, embedder, list_roots_callback=roots(second)) as client:
-        assert (await call(client, "recall_chains", query="which port does the api listen on?"))["chains"] == []
+        # nothing there yet, while another scope holds notes: an error naming it, not an empty memory
+        empty = await call_error(client, "recall_chains", query="which port does the api listen on?")
+        assert f"nothing was ever stored in scope {scope_from_root(second)!r}" in empty
+        assert f"the nearest scopes: {scope_from_root(first)!r} (1 notes)" in empty
         other = (await call(client, "remember", text="The old api listened on port 7070"))["note"]
         assert other["scope"] == scope_from_root(second) != note["scope"]
     async with session(db, embedder) as client:  # a client with no roots

@@ -1,0 +1,160 @@
+"""One project, one scope, from every entry point (server/project.py): the same folder of a work tree
+resolves to the same scope through --project, a client's root (the top or a folder inside), Claude
+Code's CLAUDE_PROJECT_DIR, a real stdio server process, and the CLI run inside the folder; a store
+whose scope came from a root inside the project keeps being read; a typo is an error, not silence."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from corrigenda.server import install
+from corrigenda.server.app import build_server
+from corrigenda.server.config import Settings
+from corrigenda.server.project import project_scope, resolve, scope_from_root
+from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import call, call_error
+from .launch import OFFLINE, serve_and_ask
+from .test_cli import CORRIGENDA
+from .test_processes import serve_http
+from .test_scopes import roots
+from .test_ui import free_port
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def session(
+    db: str, embedder: SentenceTransformerEmbedder, project: str | None = None, **client: Any
+) -> AsyncIterator[Client]:
+    """An in-memory session, with the initialize handshake of the clients that offer roots."""
+    server = build_server(Settings(db=db, project=project), lambda settings: Memory(settings.db, embedder))
+    async with Client(server, raise_exceptions=True, mode="legacy", **client) as connected:
+        yield connected
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git work tree with a folder inside it, as a person's project is."""
+    top = tmp_path / "code" / "My API"
+    (top / "src" / "handlers").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(top)], check=True)
+    return top
+
+
+def cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CORRIGENDA, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env={**os.environ, **OFFLINE, **env}
+    )
+
+
+async def test_the_same_folder_is_the_same_scope_from_every_entry_point(
+    repo: Path, db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside = repo / "src" / "handlers"
+    expected = project_scope(str(repo)).scope
+    assert expected.startswith("My API#") and project_scope(str(inside)).scope == expected
+    seen: dict[str, str] = {}
+
+    async with session(db, embedder, project=str(inside)) as client:  # --project / CORRIGENDA_PROJECT
+        seen["--project (a folder inside)"] = (await call(client, "remember", text="The API listens on 8080"))["note"][
+            "scope"
+        ]
+    for label, uri in (("root: the top", repo.as_uri()), ("root: a folder inside", inside.as_uri())):
+        async with session(db, embedder, list_roots_callback=roots(uri)) as client:
+            seen[label] = (await call(client, "scopes"))["default_scope"]
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(repo))
+    async with session(db, embedder) as client:
+        seen["CLAUDE_PROJECT_DIR"] = (await call(client, "scopes"))["default_scope"]
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR")
+    # a stdio process started as VS Code starts `corrigenda install vscode`'s entry, the folder substituted
+    vscode = install.entry("vscode", CORRIGENDA).value
+    args = [a.replace("${workspaceFolder}", str(repo)) for a in vscode["args"]]
+    params = StdioServerParameters(command=vscode["command"], args=[*args, "--db", db], env={**os.environ, **OFFLINE})
+    await serve_and_ask(params, scope=expected)
+    seen["stdio process, VS Code's entry"] = expected
+    for running in serve_http(db, "--project", str(inside)):  # streamable HTTP
+        async with (
+            httpx2.AsyncClient(trust_env=False, timeout=30) as http,
+            Client(streamable_http_client(running.url, http_client=http)) as client,
+        ):
+            seen["HTTP, --project (a folder inside)"] = (await call(client, "scopes"))["default_scope"]
+    port = free_port()
+    web = subprocess.Popen([CORRIGENDA, "ui", "--db", db, "--port", str(port)], cwd=inside, env={**os.environ, **OFFLINE},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        page = ""
+        for _ in range(600):  # until it answers (it imports LanceDB first)
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read().decode()
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                assert web.poll() is None, web.stderr.read()  # type: ignore[union-attr]
+                time.sleep(0.2)
+        seen["web view run in a folder inside"] = expected if html.escape(expected) in page else page[:200]
+    finally:
+        web.terminate()
+        web.wait(timeout=30)
+    listed = cli(inside, "scopes", "--db", db, "--json")  # the CLI run inside the folder
+    assert listed.returncode == 0, listed.stderr
+    seen["CLI in a folder inside"] = json.loads(listed.stdout)["default_scope"]
+    assert f"* '{expected}'" in cli(inside, "scopes", "--db", db).stdout  # marked as this folder's
+
+    print("\n".join(f"{where:48} {scope}" for where, scope in seen.items()))
+    assert set(seen.values()) == {expected}, seen
+
+
+async def test_a_store_whose_scope_came_from_a_root_inside_the_project_keeps_being_read(
+    repo: Path, db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    inside = repo / "src"
+    older = scope_from_root(inside.as_uri())  # how a root of this folder was named before
+    assert older != project_scope(str(repo)).scope
+    Memory(db, embedder).remember(Draft(text="Handlers live in src/handlers"), scope=older)
+    async with session(db, embedder, list_roots_callback=roots(inside.as_uri())) as client:
+        assert (await call(client, "scopes"))["default_scope"] == older
+        chains = (await call(client, "recall_chains", query="where do handlers live?"))["chains"]
+        assert chains and chains[0]["heads"][0]["text"] == "Handlers live in src/handlers"
+    # once the project's own scope holds notes, it is the project's
+    Memory(db, embedder).remember(Draft(text="The API is Flask"), scope=project_scope(str(repo)).scope)
+    assert (
+        resolve(None, inside.as_uri(), lambda: [older, project_scope(str(repo)).scope])[0]
+        == project_scope(str(repo)).scope
+    )
+
+
+async def test_reading_a_mistyped_scope_names_the_nearest_and_writing_a_new_one_says_so(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    async with session(db, embedder) as client:
+        assert (await call(client, "recall_chains", query="anything", scope="api"))["chains"] == []  # empty store
+        made = await call(client, "remember", text="The billing service runs on Fridays", scope="billing")
+        assert made["scope_created"] is True
+        again = await call(client, "remember", text="Billing invoices go out monthly", scope="billing")
+        assert again["scope_created"] is False
+        await call(client, "remember", text="Search uses OpenSearch", scope="search")
+        for tool, arguments in (
+            ("recall_chains", {"query": "when does billing run?", "scope": "biling"}),
+            ("list_notes", {"scope": "biling"}),
+            ("changes", {"scope": "biling", "since": "2026-01-01T00:00:00Z"}),
+        ):
+            error = await call_error(client, tool, **arguments)
+            assert "nothing was ever stored in scope 'biling'" in error, tool
+            assert error.index("'billing' (2 notes)") < error.index("'search' (1 notes)"), error  # nearest first
+        text = (await client.call_tool("remember", {"text": "Docs live in the wiki", "scope": "docs"})).content[0]
+        assert "Scope 'docs' held nothing before: this note made it." in text.text  # type: ignore[union-attr]

@@ -46,7 +46,7 @@ The checks, after every kill and at the end of parts 2 and 3:
   the store whose bytes hold the note's secret (`secret-` and 32 hex digits, unique to each note;
   the hex digits alone are searched) or the first 16 floats of its vector; each (note, file) pair
   counts once. Each such file is classed as a data file a manifest names, an orphan data file that
-  no manifest names (left by a write a kill cut: README "Known limits"), an index file, or other.
+  no manifest names (left by a write a kill cut: docs/faults.md, "Known limits"), an index file, or other.
   The full-text index stores its terms compressed, so a byte search cannot see into it: a check
   before each forget batch reports how many secrets the search finds in the files at all.
 

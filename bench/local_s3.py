@@ -25,7 +25,7 @@ that makes it behave as S3 does where moto does not, and that can be told to mis
 - **Only S3.** The gate serves moto's S3 application itself. moto's own server puts a dispatcher in
   front that, for every request and under one lock, finds the service by listing moto's modules on
   disk: in a profile of the three-server bench it was 15 % of the S3 server's samples, in a process
-  that is the bench's bottleneck (README, *Measured*). `dispatcher=True` keeps it, to compare.
+  that is the bench's bottleneck (docs/object-storage.md, *Measured*). `dispatcher=True` keeps it, to compare.
 
 Run on its own for a bench (`bench/scale.py --db s3://…`):
 

@@ -1,7 +1,7 @@
 """Overlap: a write's note embedded beside its reads, against embedded before them, call by call.
 
 `remember` and `correct` start the model on their note on a thread of their own and read meanwhile
-(README, "How it works": the model beside the reads). This bench measures what that saves in one
+(docs/design.md, "How it works": the model beside the reads). This bench measures what that saves in one
 process on one store, the two ways interleaved so that the machine's load falls on both alike: the
 way the store does it, and the way it did before (the note embedded first, then every read), made
 by replacing `Memory._embedding` with one that embeds at once. Each round calls `remember` and

@@ -68,7 +68,7 @@ It prints one markdown table (a column per size), the indexes found, and the tar
 with the measured figure beside each; --json also writes every figure and per-query record.
 --profile N prints the top N functions of one cProfiled recall and one remember per size.
 --torch-threads 1 keeps torch to one thread: on a loaded 2-core machine its default pool made the
-model 5-25 times slower here (README, "The model's threads"; the store now gives it half the cores
+model 5-25 times slower here (docs/scale.md, "The model's threads"; the store now gives it half the cores
 itself). The header says which was used, the commit the store ran at, and whether store/ or
 server/ had uncommitted changes. Linux only (/proc).
 """

@@ -330,7 +330,7 @@ def build_server(
         # The handshake is done: load the model now, in the background, so that `initialize`
         # never waits for it and the first tool call rarely does. Then what the process holds for
         # good (torch, the model, LanceDB: ~590,000 objects) is taken out of the garbage collector's
-        # full passes, which took ~300 ms each with it and paused calls (README, "Measured", Scale).
+        # full passes, which took ~300 ms each with it and paused calls (docs/scale.md, "Scale").
         ctx.lifespan_context.memory.warm(then=gc.freeze)
 
     server._lowlevel_server.add_notification_handler("notifications/initialized", NotificationParams, on_initialized)

@@ -3,7 +3,7 @@
 The SDK derives a full JSON Schema from each result model: 59 KB of the 72 KB `tools/list`, sent
 to every client and often into the model's context, while each result's text content already
 says what matters. Clients get an outline instead: the result's top-level fields with their
-types, nested objects as objects (README, "Tool results").
+types, nested objects as objects (docs/reference.md, "Tool results, resources and prompts").
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def default_model_path() -> str:
 def torch_threads() -> int:
     """Threads for the model: CORRIGENDA_TORCH_THREADS, else half the cores. Torch's default, one
     per core, spins on a core that another process is using: on 2 cores beside one busy process,
-    embedding one note took 590 ms instead of 19 ms (README, "Measured")."""
+    embedding one note took 590 ms instead of 19 ms (docs/scale.md, "The model's threads")."""
     configured = os.environ.get("CORRIGENDA_TORCH_THREADS", "")
     if configured.strip():
         try:

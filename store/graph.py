@@ -17,7 +17,7 @@ another process's forget is never shown (the fold drops a note its tombstone nam
 forget.
 
 A graph may hold events whose notes are not readable: a note's row is the commit point of the
-edges written with it (README, "How it works"), so an edge whose note is not (or no longer)
+edges written with it (docs/design.md, "How it works"), so an edge whose note is not (or no longer)
 stored is ignored by the fold. That is also why a graph must be refreshed *after* the notes a
 call works on were found (by a search, or read by id): a note found has its edges in the table
 already.

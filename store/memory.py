@@ -629,7 +629,7 @@ class Memory:
         found = self.graphs.notes_anywhere([note_id], self.tables.notes)
         if note_id not in found:
             # Before saying so, one more look at the latest version: in a bucket test, a server's read
-            # once missed a note another server had just acknowledged (README, "Known limits").
+            # once missed a note another server had just acknowledged (docs/faults.md, "Known limits").
             self.tables.refresh()
             found = self.tables.notes([note_id])
         if note_id not in found:

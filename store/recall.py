@@ -50,7 +50,7 @@ Stages:
    a history entry also its reason and the overhead again) and `CHAIN_OVERHEAD` per chain.
 
 Why these rules and not others (scoring, decay, packing order) was measured on the benchmarks:
-README, "The parameters chosen on these benchmarks".
+docs/benchmarks.md, "The parameters chosen on these benchmarks".
 """
 
 from __future__ import annotations
@@ -97,12 +97,12 @@ class Candidate:
 @dataclass(frozen=True)
 class RetrievalSettings:
     min_similarity: float = 0.25
-    # the sweep that chose it: README, "The parameters chosen on these benchmarks"
+    # the sweep that chose it: docs/benchmarks.md, "The parameters chosen on these benchmarks"
     per_retriever: int = 20  # candidates each retriever contributes
-    # why prerequisites keep their chain's rank: README, "The parameters chosen on these benchmarks"
+    # why prerequisites keep their chain's rank: docs/benchmarks.md, "The parameters chosen on these benchmarks"
     liveness_decay: float = 0.5  # share of a note's liveness its prerequisite inherits, per hop
     duplicate_similarity: float = 0.95  # heads this close (and with the same numbers) repeat each other
-    # the sweep that chose it: README, "The parameters chosen on these benchmarks"
+    # the sweep that chose it: docs/benchmarks.md, "The parameters chosen on these benchmarks"
     chain_evidence: float = 0.1  # share of its fused score each further entry adds to its chain's score
     # How budgets are counted: the text's tokens plus a fixed cost per rendered note and chain.
     # A benchmark with its own unit (e.g. whitespace words) passes its counter and zero overheads.

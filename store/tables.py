@@ -6,7 +6,7 @@ object store each check is a listing of the table's versions: a remember made tw
 every read checked). Reads go to the view, the Lance dataset under each table (`_view`), which this
 process's own writes move too, and which only moves forward, whichever of its threads moves it. The
 same query through LanceDB's query builder cost 5-6 ms more each, and asking a LanceDB table for its
-version about 0.2-0.8 ms, where the dataset answers in microseconds (README, *Measured*, Scale).
+version about 0.2-0.8 ms, where the dataset answers in microseconds (docs/scale.md, "Scale").
 Writes are appends through the view (`_add`), which never conflict in Lance; a real delete happens
 only in `forget`. Ids are made by the writer, so a retried append can leave a duplicate row: readers
 keep the first row of each id.
@@ -15,7 +15,7 @@ A write that adds a note and its edges is two appends in two tables, and Lance c
 table on its own. So the edges go first and the note's row is the commit point: the fold
 ignores an edge whose note is not stored, so until the note lands its edges are invisible,
 and once it lands they are all there. A crash in between leaves edges that name no note,
-which nothing ever shows (README, "How it works").
+which nothing ever shows (docs/design.md, "How it works").
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ MODEL_KEY = b"corrigenda.model"
 # Compact once a table has this many fragments: each append is one, and a search reads them all. On
 # an object store each fragment a search reads is a request, but so is each file a compaction reads,
 # writes and deletes (about 350 requests a compaction): at 16 rather than 8, one writer's writes and
-# reads made 19 % fewer requests in all with forgets, 37 % without (README, "Measured").
+# reads made 19 % fewer requests in all with forgets, 37 % without (docs/object-storage.md, "Measured").
 COMPACT_AT_FRAGMENTS = 48
 COMPACT_AT_FRAGMENTS_REMOTE = 16
 # A process looks whether upkeep is due after this many of its writes (a look reads both manifests).
@@ -79,8 +79,8 @@ FRAGMENT_ROWS = {NOTES: 4096, EVENTS: 65536}
 # Versions older than this are deleted by compaction. Every read checks for the latest version
 # first and retries once a file of an older one is gone, so this only has to outlast one call;
 # Younger versions beyond the newest KEEP_VERSIONS go too, which bounds the disk a burst of writes
-# leaves behind (README, "Measured"): a compaction rewrites small tables whole, and each version
-# kept keeps its copy.
+# leaves behind (docs/scale.md, "Disk after a burst of single writes"): a compaction rewrites small
+# tables whole, and each version kept keeps its copy.
 KEEP_VERSIONS_FOR = timedelta(seconds=10)
 KEEP_VERSIONS = 20
 # A file that no version references and is older than this was left by a crash (an append takes
@@ -98,7 +98,7 @@ READ_RETRIES = 3
 # many rows; a scope smaller than this is searched exactly even then. A search probes this many
 # partitions; its similarities are the index's 8-bit ones, which recall replaces with exact ones from
 # the stored vectors it reads along with the notes (not on an object store, where reading them back
-# costs ~20 requests and 120 ms a search). Chosen by measurement (README, "Measured": recall@20
+# costs ~20 requests and 120 ms a search). Chosen by measurement (docs/scale.md, "Scale": recall@20
 # against exact search, and latency).
 VECTOR_INDEX_AT = 10_000
 VECTOR_INDEX = "vector_idx"  # LanceDB's name for it
@@ -131,7 +131,7 @@ COMMIT_BACKOFF = 0.02
 # Scalar indexes: every filter names one of these columns (see where.py), and the index type of each.
 # A scope is a value shared by many rows: as a search's prefilter, a bitmap of a 100k-note scope cost
 # 4-5 ms less a vector search and 3 ms less a full-text search than a B-tree, and as much as one with
-# 1,000 or 20,000 scopes (README, "Measured"). A store made with a B-tree there gets the bitmap at its
+# 1,000 or 20,000 scopes (docs/scale.md, "Scale"). A store made with a B-tree there gets the bitmap at its
 # next upkeep (`upkeep_due`).
 SCALAR_INDEXES = {
     NOTES: {"id": "BTree", "scope": "Bitmap", "recorded_at_us": "BTree"},
@@ -270,7 +270,7 @@ class Hit:
     whether the model could read its text, and its stored embedding where the store reads it along
     (`reads_vectors_along`: for the near-duplicate pass). A search selects no more than this and the
     notes are found by id afterwards, all at once: each further column a search selects costs about
-    as much again per row (README, "Measured")."""
+    as much again per row (docs/scale.md, "Scale")."""
 
     id: str
     score: float
@@ -282,7 +282,7 @@ class ScopeRows:
     """A scope's notes as one scan read them: every column but the vector (about 220 bytes a note in
     Arrow, 21 MiB for 100,000 notes), decoded only when asked for by id, and each row's address in the
     table (`addresses`). Reading the same notes by id from the table costs about 0.2 ms a note, each
-    column a read of its own (README, "Measured")."""
+    column a read of its own (docs/scale.md, "Scale")."""
 
     def __init__(self, found: pa.Table, leave_out: Collection[str] = ()) -> None:
         self._rows = found.combine_chunks()
@@ -404,7 +404,7 @@ class Tables:
         self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (_view)
         self._views_lock = threading.Lock()
         self._erasures: Table | None = None
-        # On object storage an erasure pass takes 1-5 s (README, "Measured"): `forget` answers once
+        # On object storage an erasure pass takes 1-5 s (docs/object-storage.md, "Measured"): `forget` answers once
         # its tombstone is committed, and a thread of this process erases (erase_soon).
         self.erase_later = remote
         self._eraser: threading.Thread | None = None
@@ -474,7 +474,7 @@ class Tables:
         start of the operation found them), and hands back the dataset it committed: on a bucket the
         write is four requests (the data, a listing, the transaction, the manifest), where a write
         through the LanceDB table made six to eight (its own look at the latest version before, when
-        another process wrote since, and the view's read of the new manifest after: README,
+        another process wrote since, and the view's read of the new manifest after: docs/object-storage.md,
         *Measured*). The LanceDB table stays where it was: whatever reads through it checks out the
         latest version first.
 
@@ -553,8 +553,8 @@ class Tables:
         (the lock of upkeep): Lance commits a second creation as an overwrite of the first, and of
         every row written to it since, so a process that waited here finds the tables made and opens
         them. Their indexes are made in the same hold: made by several processes at once, their
-        commits can conflict, and Lance's retry waits whole attempts (README, *Measured*, Several
-        servers)."""
+        commits can conflict, and Lance's retry waits whole attempts (docs/object-storage.md,
+        *Measured*)."""
         with self._exclusive(CREATE_WAIT):
             made = {name: self._open_or_create(name, schema) for name, schema in wanted.items()}
             for table in made.values():
@@ -878,7 +878,7 @@ class Tables:
 
         `addresses` (from a scope's scan, `ScopeRows.addresses`): where some of them were. Those still in
         a fragment of the table are read there (0.5 ms for a few, where the id index's lookup costs
-        2 to 4 ms: README, "Measured"); a fragment compaction rewrote is gone, and its notes are read by id."""
+        2 to 4 ms: docs/scale.md, "Scale"); a fragment compaction rewrote is gone, and its notes are read by id."""
         ids = list(dict.fromkeys(ids))
         table = self.notes_table()
         if not ids or table is None:
@@ -1271,7 +1271,7 @@ def _wholly_indexed(view: LanceDataset) -> bool:
     the index's 8-bit estimates of 2 - 2·cos (the normalized vectors' squared distance), not 1 - cos:
     Lance re-scores the hits exactly, from their vectors, only when it also searches fragments the
     index has not taken in (any, whatever the filter). Both come from the version's metadata: on the
-    bucket bench, recalls asked again took 49 ms with this check and 50 without (README, "Measured")."""
+    bucket bench, recalls asked again took 49 ms with this check and 50 without (docs/object-storage.md, "Measured")."""
     indexed = {
         fragment
         for index in view.describe_indices()
@@ -1295,7 +1295,7 @@ def _committed(name: str, view: LanceDataset, operation: Any) -> LanceDataset:
     """Commit an append to table `name` made on `view`'s version, trying again at once when another
     process took the version first (the bucket refused this one's manifest). Lance would wait itself,
     a random number of its first attempt's durations, out of 4, then 8, then 16: on the three-server
-    bench, writes that lost two or three races waited 1-5 s (README, *Measured*). Another append
+    bench, writes that lost two or three races waited 1-5 s (docs/object-storage.md, *Measured*). Another append
     never conflicts with this one, so the next attempt, which reads what landed, only has to come
     before a third writer's: a few milliseconds of jitter, doubling, keep many writers apart."""
     from lance import LanceDataset
@@ -1321,7 +1321,7 @@ def _raced(exc: Exception) -> bool:
 def _until_committed(work: Callable[[], T], wait: float) -> T:
     """Run `work` again, on the latest version, for as long as another process's commit preempts it
     (up to `wait` seconds, backing off): what guards upkeep and erasure on an object store, where no
-    lock file can (README, "Several servers on object storage")."""
+    lock file can (docs/object-storage.md)."""
     deadline = time.monotonic() + wait
     for attempt in itertools.count():
         try:

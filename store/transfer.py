@@ -1,5 +1,5 @@
 """Export and import: a store's notes and lifecycle events as JSON Lines and back, without loss;
-and the official knowledge-graph memory server's `memory.jsonl` (README, "Export and import").
+and the official knowledge-graph memory server's `memory.jsonl` (docs/reference.md, "Export and import").
 
 An export is a header line, then scope by scope its notes and its events, each oldest first, with
 every field as stored: ids, scope, times, actors, reasons, and the vectors if asked for. Importing
@@ -226,7 +226,7 @@ def _add(parsed: Parsed, ident: str, record: Note | Event, number: int) -> None:
 def _parse_graph(
     records: Iterable[tuple[int, dict[str, Any]]], scope: str, actor: str | None, source: str, now: datetime
 ) -> Parsed:
-    """The knowledge graph's shapes as notes and edges (README, "Export and import"):
+    """The knowledge graph's shapes as notes and edges (docs/reference.md, "Export and import"):
     - an entity is a note "<name> is a <entityType>" (kind `entity`, subject the name, tagged
       with the type);
     - each observation is a note "<name>: <observation>" (kind `observation`) that `depends_on`
@@ -403,8 +403,8 @@ def write_notes(
     vector is given), then appended in one write.
 
     A batch is written by one writer thread while the next is embedded: the model keeps to half
-    the cores (embedder.torch_threads), so the write runs beside it instead of after it (README,
-    "Measured": the import's rate against the model's own). The writes stay one at a time and in
+    the cores (embedder.torch_threads), so the write runs beside it instead of after it (docs/scale.md,
+    "Scale": the import's rate against the model's own). The writes stay one at a time and in
     order; a failed write ends the import before another is written, with the batches before it
     stored, as a write that fails in turn would.
     """

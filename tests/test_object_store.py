@@ -237,7 +237,7 @@ def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read
     s3: LocalS3, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write goes through the table's view: the data, a listing, the transaction and the manifest,
-    with no look at the latest version before and no read of the new manifest after (README,
+    with no look at the latest version before and no read of the new manifest after (docs/object-storage.md,
     *Measured*). The refresh reads the latest version of a table another server moved from its
     listing, without asking for the manifest's size first (a HEAD)."""
     from corrigenda.store import Draft, Memory

@@ -146,7 +146,7 @@ def test_forget_erases_the_text_and_vector_from_every_file(
     caplog.set_level(logging.INFO, logger="corrigenda.store.tables")
     done = memory.forget(secret.id, reason="the user asked")
     assert done.changed and len(done.events_removed) == 3  # depends_on, revokes, reinstates
-    passes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("erased ")]  # README, *Command line*
+    passes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("erased ")]  # docs/reference.md
     assert len(passes) == 1 and passes[0].startswith("erased 1 forgotten note from the files in ")
     stored = file_bytes(memory.tables.uri)
     # no fragment of the text either (the tombstone keeps the id, not the text); its words, not its

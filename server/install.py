@@ -33,7 +33,18 @@ class Entry:
     value: dict[str, Any]  # corrigenda's entry
 
     def snippet(self) -> str:
-        return json.dumps({self.key: {NAME: self.value}}, indent=2, ensure_ascii=False)
+        return _json({self.key: {NAME: self.value}})
+
+
+def _json(value: Any, depth: int = 0) -> str:
+    """JSON indented by two spaces, a list of plain values on one line, as people write these files."""
+    pad = "  " * depth
+    if isinstance(value, dict) and value:
+        items = [f"{pad}  {json.dumps(k, ensure_ascii=False)}: {_json(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+        return "[\n" + ",\n".join(f"{pad}  {_json(v, depth + 1)}" for v in value) + f"\n{pad}]"
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
 class InstallError(Exception):
@@ -118,6 +129,6 @@ def write(made: Entry) -> Path | None:
     servers[NAME] = made.value
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial.write_text(_json(config) + "\n", encoding="utf-8")
     os.replace(partial, path)
     return backup

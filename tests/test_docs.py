@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import anyio
+from corrigenda.server import install
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 
@@ -42,3 +44,21 @@ def test_the_readme_serve_command_starts_the_server() -> None:
 def test_every_setting_has_its_environment_variable_in_the_readme() -> None:
     for name in Settings.model_fields:
         assert f"CORRIGENDA_{name.upper()}" in README, name
+
+
+def test_the_readme_client_entries_are_what_corrigenda_install_prints() -> None:
+    """Each JSON entry under *Plug it into a client* is `corrigenda install CLIENT --print`'s output, for
+    a corrigenda installed where the README says."""
+    section = README.split("## Plug it into a client", 1)[1].split("\n## ", 1)[0]
+    shown = re.findall(r"```json\n(.+?)\n```", section, re.S)
+    printed = {install.entry(c, "/home/you/.venvs/corrigenda/bin/corrigenda").snippet() for c in install.CLIENTS}
+    assert len(shown) >= 2 and set(shown) <= printed
+
+
+def test_the_readme_python_example_runs_and_prints_what_it_says(capsys: Any) -> None:
+    section = README.split("## Python API", 1)[1]
+    (code,) = re.findall(r"```python\n(.+?)\n```", section.split("\n## ", 1)[0], re.S)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    said = [line.split("# ", 1)[1] for line in code.splitlines() if "# " in line and "|" in line.split("# ", 1)[1]]
+    assert printed == said

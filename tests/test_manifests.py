@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from corrigenda.server.cli import _parser
 from corrigenda.server.config import Settings
+from corrigenda.server.project import project_scope
 from mcp.client.stdio import StdioServerParameters
 
 from .launch import OFFLINE, serve_and_ask
@@ -226,13 +227,15 @@ FOLDERS = ["myproject", "My Project", "café"]  # a VS Code workspace folder's n
 def client_launches() -> dict[str, tuple[str, list[str], dict[str, str]]]:
     """Each snippet's command, arguments and environment, as its client starts the server."""
     launches = {}
-    for client, relative in (("claude_desktop", "claude_desktop_config.json"), ("cursor", "cursor/mcp.json")):
-        entry = load(relative)["mcpServers"]["corrigenda"]
-        launches[client] = (entry["command"], entry["args"], entry.get("env", {}))
-    vscode = load("vscode/mcp.json")["servers"]["corrigenda"]
-    for folder in FOLDERS:
-        env = {k: v.replace("${workspaceFolderBasename}", folder) for k, v in vscode.get("env", {}).items()}
-        launches[f"vscode[{folder}]"] = (vscode["command"], vscode["args"], env)
+    claude_desktop = load("claude_desktop_config.json")["mcpServers"]["corrigenda"]
+    launches["claude_desktop"] = (claude_desktop["command"], claude_desktop["args"], claude_desktop.get("env", {}))
+    for client, entry in (
+        ("vscode", load("vscode/mcp.json")["servers"]["corrigenda"]),
+        ("cursor", load("cursor/mcp.json")["mcpServers"]["corrigenda"]),
+    ):
+        for folder in FOLDERS:  # the client substitutes the open folder, here one that does not exist
+            args = [a.replace("${workspaceFolder}", f"/home/ana/{folder}") for a in entry["args"]]
+            launches[f"{client}[{folder}]"] = (entry["command"], args, entry.get("env", {}))
     (words,) = _claude_mcp_add_commands((MANIFESTS / "claude-code.sh").read_text(encoding="utf-8"))
     parsed = _parse_claude_mcp_add(words)
     _name, command, *args = parsed["positional"]
@@ -260,11 +263,14 @@ async def test_each_client_snippet_starts_a_server_that_answers(client: str, tmp
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
     }
     params = StdioServerParameters(command=command, args=args, env=full_env)
-    # the test's client offers no roots: a snippet that sets no scope serves "default"
-    tools = await serve_and_ask(params, scope=env.get("CORRIGENDA_SCOPE", "default"))
+    # the test's client offers no roots: a snippet that sets no project (or scope) serves "default"
+    project = args[args.index("--project") + 1] if "--project" in args else None
+    scope = env.get("CORRIGENDA_SCOPE") or (project_scope(project).scope if project else "default")
+    tools = await serve_and_ask(params, scope=scope)
     assert {"remember", "correct", "recall_chains"} <= tools
 
 
-def test_every_vscode_folder_name_is_launched() -> None:
-    assert "${workspaceFolderBasename}" in json.dumps(load("vscode/mcp.json"))
-    assert {f"vscode[{f}]" for f in FOLDERS} <= LAUNCHES.keys()
+def test_every_workspace_folder_name_is_launched() -> None:
+    for relative in ("vscode/mcp.json", "cursor/mcp.json"):
+        assert '"--project", "${workspaceFolder}"' in json.dumps(load(relative))
+    assert {f"{client}[{f}]" for client in ("vscode", "cursor") for f in FOLDERS} <= LAUNCHES.keys()

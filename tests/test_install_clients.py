@@ -1,0 +1,102 @@
+"""`corrigenda install CLIENT` writes each client's real configuration file in a home of its own: the
+entry beside what was there, a backup of the file as it was, and a command that, launched as the
+client launches it, serves the project's scope."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from corrigenda.server.project import project_scope
+from mcp.client.stdio import StdioServerParameters
+
+from .launch import OFFLINE, serve_and_ask
+from .test_cli import CORRIGENDA
+
+# Each client's file under a home, with what a person's file holds already (Linux paths).
+CLIENTS = {
+    "claude-desktop": (".config/Claude/claude_desktop_config.json", {"mcpServers": {"fs": {"command": "npx"}},
+                                                                       "globalShortcut": "Ctrl+Space"}),
+    "claude-code": (".claude.json", {"numStartups": 12, "projects": {"/home/ana/api": {"allowedTools": []}},
+                                     "mcpServers": {"github": {"type": "http", "url": "https://example.invalid"}}}),
+    "cursor": (".cursor/mcp.json", {"mcpServers": {"fs": {"command": "npx", "args": ["-y", "fs"]}}}),
+    "vscode": (".config/Code/User/mcp.json", {"inputs": [{"id": "key", "type": "promptString"}],
+                                             "servers": {"fs": {"type": "stdio", "command": "npx"}}}),
+}  # fmt: skip
+
+
+def install(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "APPDATA")}
+    return subprocess.run(
+        [CORRIGENDA, "install", *args], capture_output=True, text=True, timeout=120, env={**env, "HOME": str(home)}
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", list(CLIENTS))
+async def test_install_writes_the_entry_keeps_the_file_and_the_command_serves_the_project(
+    client: str, tmp_path: Path
+) -> None:
+    home, store = tmp_path / "home", tmp_path / "store"
+    relative, before = CLIENTS[client]
+    config = home / relative
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps(before, indent=4))
+    old_text = config.read_text()
+
+    printed = install(home, client, "--print", "--db", str(store))
+    assert printed.returncode == 0 and config.read_text() == old_text  # --print writes nothing
+
+    done = install(home, client, "--db", str(store))
+    assert done.returncode == 0, done.stderr
+    assert f"into {config}; the file as it was is {config}.bak" in done.stderr
+    assert Path(f"{config}.bak").read_text() == old_text
+    written = json.loads(config.read_text())
+    key = "servers" if client == "vscode" else "mcpServers"
+    entry = written[key].pop("corrigenda")
+    assert written == before  # everything else as it was
+    assert json.loads(printed.stdout) == {key: {"corrigenda": entry}}
+    assert entry["command"] == CORRIGENDA and Path(entry["command"]).is_absolute()
+    assert entry["env"] == {"CORRIGENDA_DB": str(store)}
+
+    # launched as the client launches it, in a project of its own
+    project = tmp_path / "code" / "billing"
+    project.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    args = [a.replace("${workspaceFolder}", str(project)) for a in entry["args"]]
+    env = {**os.environ, **OFFLINE, **entry["env"]}
+    env.pop("CLAUDE_PROJECT_DIR", None)
+    if client == "claude-code":
+        env["CLAUDE_PROJECT_DIR"] = str(project)  # what Claude Code gives the servers it starts
+    expected = "default" if client == "claude-desktop" else project_scope(str(project)).scope
+    params = StdioServerParameters(command=entry["command"], args=args, env=env, cwd=str(tmp_path))
+    tools = await serve_and_ask(params, scope=expected, story=True)
+    assert {"remember", "recall_chains"} <= tools
+
+    again = install(home, client, "--db", str(store))  # idempotent: the same entry, once
+    assert again.returncode == 0 and json.loads(config.read_text())[key]["corrigenda"] == entry
+
+
+def test_install_leaves_a_file_with_comments_alone_and_says_where(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    config = home / ".config" / "Code" / "User" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{\n  // my servers\n  "servers": {}\n}\n')
+    done = install(home, "vscode")
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert f"{config} is not plain JSON (line 2, column 3" in line and "corrigenda install vscode --print" in line
+    assert config.read_text() == '{\n  // my servers\n  "servers": {}\n}\n'
+    assert not Path(f"{config}.bak").exists()
+
+
+def test_install_into_a_home_without_the_client_file_makes_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = install(home, "cursor", "--project", str(tmp_path / "repo"))
+    assert done.returncode == 0, done.stderr
+    written = json.loads((home / ".cursor" / "mcp.json").read_text())
+    assert written["mcpServers"]["corrigenda"]["args"] == ["serve", "--project", str(tmp_path / "repo")]
+    assert "the file as it was" not in done.stderr  # nothing to back up

@@ -322,6 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "import":
             with open(args.file, encoding="utf-8", newline="") as file:
                 lines = file.read().split("\n")  # checked in full before anything is written
+            if args.scope is not None and '"corrigenda-export"' in next((line for line in lines if line.strip()), ""):
+                raise ValueError(
+                    "--scope: a corrigenda export goes back into the scopes it names; --scope is for a "
+                    "knowledge-graph memory.jsonl (leave it out)"
+                )
             done = memory.import_lines(
                 lines, scope, actor="corrigenda import", source=os.path.basename(args.file), progress=_progress
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import socket
 import subprocess
 import sys
@@ -139,3 +140,25 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"corrigenda: cannot listen on 127.0.0.1:{port} (") and "choose another --port" in line
+
+
+def test_serve_in_a_terminal_says_what_it_waits_for(tmp_path: Path) -> None:
+    """On a terminal (a pty here) stdio `serve` says on stderr that it waits for a client; the words
+    never go to stdout, which belongs to the protocol."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [CORRIGENDA, "serve", "--db", str(tmp_path / "store")],
+        stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+    )  # fmt: skip
+    try:
+        first = process.stderr.readline()  # type: ignore[union-attr]
+        second = process.stderr.readline()  # type: ignore[union-attr]
+    finally:
+        process.terminate()
+        stdout, _ = process.communicate(timeout=30)
+        os.close(leader)
+        os.close(follower)
+    assert first == f"corrigenda: no store at {tmp_path / 'store'} yet; the first write makes it\n"
+    assert second.startswith("corrigenda: an MCP server on stdio, waiting for a client's messages on stdin")
+    assert "corrigenda install CLIENT" in second and stdout == ""

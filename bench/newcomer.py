@@ -1,0 +1,97 @@
+"""A newcomer's way in, scripted and timed: from a fresh clone to a first recall through an MCP client.
+
+Each step is what the README tells a person to do, run as written:
+1. clone:    `git clone` of this repository into a temporary folder;
+2. install:  the README's *Run it* command up to the server's start (a venv, torch, the package);
+3. plug in:  `corrigenda install vscode` into a home of its own (the entry VS Code would run);
+4. remember: the entry launched as VS Code launches it (`${workspaceFolder}` a fresh git folder), by
+             the MCP Inspector's CLI, calling `remember`;
+5. recall:   the same, calling `recall_chains`, which must answer with the note as NOW.
+
+Run from the repository root (needs git and Node.js's npx; reaches only the package registries):
+
+    .venv/bin/python bench/newcomer.py [--json bench/results/newcomer.json]
+
+It prints a table of the steps' seconds and writes them, with the date and the commit, as JSON.
+pip's cache is whatever the machine has: a first install on a new machine downloads ~2 GB more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+INSPECTOR = "@modelcontextprotocol/inspector@0.17.5"  # the 0.x CLI runs on Node 20
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def run_it_install_command() -> str:
+    """The README's *Run it* command without its last step (which starts the server and waits)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Run it (fresh machine)", 1)[1]
+    command = re.search(r"```sh\n(.+?)\n```", section, re.S).group(1).strip()  # type: ignore[union-attr]
+    install, serve = command.rsplit(" && ", 1)
+    assert serve == ".venv/bin/corrigenda serve", serve
+    return install
+
+
+def step(name: str, steps: dict[str, float], *command: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+    steps[name] = round(time.perf_counter() - started, 1)
+    if done.returncode != 0:
+        sys.exit(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the figures here (e.g. bench/results/newcomer.json)")
+    args = parser.parse_args()
+    steps: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="newcomer-") as tmp:
+        work = Path(tmp)
+        clone = work / "corrigenda"
+        step("clone", steps, "git", "clone", "-q", str(ROOT), str(clone))
+        step("install (README's Run it)", steps, "bash", "-c", run_it_install_command(), cwd=clone)
+        home, project = work / "home", work / "code" / "billing"
+        project.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        env = {**os.environ, **OFFLINE, "HOME": str(home)}
+        env.pop("XDG_CONFIG_HOME", None)
+        step("corrigenda install vscode", steps, str(clone / ".venv/bin/corrigenda"), "install", "vscode", env=env)
+        entry = json.loads((home / ".config/Code/User/mcp.json").read_text())["servers"]["corrigenda"]
+        launch = [entry["command"], *(a.replace("${workspaceFolder}", str(project)) for a in entry["args"])]
+        inspector = ["npx", "-y", INSPECTOR, "--cli", *launch, "--method", "tools/call", "--tool-name"]
+        text = "The billing service retries failed charges three times"
+        step("remember (Inspector CLI)", steps, *inspector, "remember", "--tool-arg", f"text={text}", env=env)
+        recalled = step(
+            "recall_chains (Inspector CLI)", steps, *inspector, "recall_chains", "--tool-arg",
+            "query=how often are failed charges retried?", env=env,
+        )  # fmt: skip
+        answer = json.loads(recalled.stdout)["content"][0]["text"]
+        assert "NOW" in answer and text in answer, answer
+    steps["total"] = round(sum(steps.values()), 1)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    result = {"date": datetime.now(UTC).date().isoformat(), "commit": commit.stdout.strip(), "seconds": steps,
+              "first_recall": answer.splitlines()[:3]}  # fmt: skip
+    width = max(map(len, steps))
+    print(f"{'step':{width}}  seconds")
+    for name, seconds in steps.items():
+        print(f"{name:{width}}  {seconds:7.1f}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -139,6 +139,11 @@ def _parser() -> argparse.ArgumentParser:
         "(into --scope, else this folder's project's)",
     )
     load.add_argument("file")
+    load.add_argument(
+        "--partial",
+        action="store_true",
+        help="restore an export whose trailer is missing or does not match (cut short, or made before trailers)",
+    )
     setup = commands.add_parser(
         "install",
         help="write corrigenda's entry into an MCP client's configuration (keeps the rest, and a .bak)",
@@ -328,8 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "knowledge-graph memory.jsonl (leave it out)"
                 )
             done = memory.import_lines(
-                lines, scope, actor="corrigenda import", source=os.path.basename(args.file), progress=_progress
-            )
+                lines, scope, actor="corrigenda import", source=os.path.basename(args.file), progress=_progress,
+                partial=args.partial,
+            )  # fmt: skip
             _show(done, render.imported(done), args.json)
         elif args.command in WRITES and not _write(args, memory, scope, now):
             return _fail("forget: not confirmed, nothing erased (pass --yes to skip the question)")

@@ -235,4 +235,6 @@ def imported(r: Imported) -> str:
         lines.append(f"{r.forgotten_skipped} forgotten note(s) not brought back.")
     if r.notes_erased:
         lines.append(f"Erased, as the file's tombstones say: {', '.join(r.notes_erased)}.")
+    if r.partial:
+        lines.append(f"A partial restore, as asked: {r.partial}.")
     return "\n".join(lines)

@@ -757,10 +757,12 @@ class Memory:
         actor: str | None = None,
         source: str = "import",
         progress: transfer.Progress | None = None,
+        partial: bool = False,
     ) -> Imported:
         """Import a corrigenda export (into the scopes it names) or a knowledge-graph memory.jsonl (into
-        `scope`), checked in full first; records already stored are left as they are."""
-        parsed = transfer.parse(lines, scope, actor, source, self.clock())
+        `scope`), checked in full first; records already stored are left as they are. An export without
+        its trailer, or not matching it, is refused unless `partial` (transfer.py)."""
+        parsed = transfer.parse(lines, scope, actor, source, self.clock(), partial)
         imported = transfer.import_parsed(self.tables, self.embedder, parsed, progress)
         self.graphs.forget()  # its events were appended outside the graphs' bookkeeping
         return imported

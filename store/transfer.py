@@ -2,21 +2,28 @@
 and the official knowledge-graph memory server's `memory.jsonl` (docs/reference.md, "Export and import").
 
 An export is a header line, then scope by scope its notes and its events, each oldest first, with
-every field as stored: ids, scope, times, actors, reasons, and the vectors if asked for. Importing
+every field as stored: ids, scope, times, actors, reasons, and the vectors if asked for; and last a
+trailer with the counts of notes and events and the SHA-256 of every line before it, so that a file
+cut short (a killed `export > file`) is never restored as a smaller memory by accident. Importing
 a file is:
-- checked in full before anything is written: each line parsed and checked as a write checks a
-  note, and every edge's notes found in the file or the store; a bad line is named by its number
-  and nothing is stored;
+- checked in full before anything is written: the trailer (a file without one, or whose counts or
+  digest differ, is refused unless a partial restore is asked for, which then says what is
+  missing); the header's model and dimension against the store's; each line parsed and checked as a
+  write checks a note (store/model.py); every edge's notes, and every tombstone's note, found in the
+  file or the store, in the edge's scope; a bad line is named by its number and nothing is stored;
+- embedded in full before anything is written, so that the model cannot fail half-way;
 - idempotent: a record whose id is stored already is left alone (one stored with other content
   is refused), so importing a file twice changes nothing;
 - faithful to `forget`: a note that a `forgets` tombstone names, in the store or in the file, is
   never written, nor any event naming it; a tombstone from the file erases its note here too;
-- written the way every write is (tables.py): the events first, then the notes in batches,
-  each batch embedded at once and its row the commit point of its edges.
+- written the way every write is (tables.py): the events first, then the notes in batches, each
+  batch's rows the commit point of their edges; the tombstones' erasures last. A write that fails
+  (the disk, the bucket) leaves what landed, and the same import run again completes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +42,8 @@ from .views import Imported
 from .where import check_scope
 
 FORMAT = "corrigenda-export"
-VERSION = 1
+VERSION = 2  # 2: the trailer; a version 1 file (no trailer) is read as a partial restore only
+TRAILER = "end"
 BATCH = 256  # notes embedded and written at once: one model call, one append
 LOOKUP = 1000  # ids per query when looking for stored notes
 
@@ -60,6 +68,14 @@ def export_lines(
         "type": FORMAT, "version": VERSION, "exported_at": now.isoformat(), "model": stored[0] if stored else model,
         "dimension": stored[1] if stored else None, "vectors": vectors, "scopes": list(scopes),
     }  # fmt: skip
+    digest, counts = hashlib.sha256(), {"note": 0, "event": 0}
+
+    def line(record: Mapping[str, Any]) -> str:
+        text = _json(record)
+        digest.update(text.encode() + b"\n")
+        counts[record["type"]] += 1
+        return text
+
     yield _json(header)
     for scope in scopes:
         notes = tables.scope_notes(scope, with_vectors=vectors)
@@ -72,10 +88,11 @@ def export_lines(
         for note, vector in sorted(notes, key=lambda nv: (nv[0].recorded_at, nv[0].id)):
             if note.id in kept:
                 record = {"type": "note", **note.model_dump(mode="json")}
-                yield _json(record | {"vector": vector} if vectors else record)
+                yield line(record | {"vector": vector} if vectors else record)
         for event in sorted(by_id.values(), key=lambda e: (e.recorded_at, e.id)):
             if _readable_edge(event, kept, by_id):
-                yield _json({"type": "event", **event.model_dump(mode="json")})
+                yield line({"type": "event", **event.model_dump(mode="json")})
+    yield _json({"type": TRAILER, "notes": counts["note"], "events": counts["event"], "sha256": digest.hexdigest()})
 
 
 def _readable_edge(event: Event, notes: set[str], events: Mapping[str, Event]) -> bool:
@@ -103,15 +120,38 @@ class Parsed:
     vectors: dict[str, list[float]] = field(default_factory=dict)
     line: dict[str, int] = field(default_factory=dict)
     model: str | None = None
+    dimension: int | None = None
+    partial: str | None = None  # a partial restore: what the file does not show to be whole, or None
     # edges to notes that may not exist, dropped rather than refused (a relation to an entity the
     # knowledge graph never created: that server does not check them either)
     optional_edges: set[str] = field(default_factory=set)
 
 
-def _records(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+class _Digest:
+    """The SHA-256 of the lines read since `restart`: an export's trailer vouches for its notes and
+    events lines, not for the header (whose time differs in each export of the same records)."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        self._sha = hashlib.sha256()
+
+    def update(self, line: str) -> None:
+        self._sha.update(line.rstrip("\r").encode("utf-8", "surrogatepass") + b"\n")
+
+    def hexdigest(self) -> str:
+        return self._sha.copy().hexdigest()
+
+
+def _records(lines: Iterable[str], digest: _Digest | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line's record, with its number; `digest` takes in each line before its record is
+    handed out (the trailer's too: `_parse_export` keeps the digest of the lines before it)."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if digest is not None:
+            digest.update(line)
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -123,17 +163,22 @@ def _records(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, record
 
 
-def parse(lines: Iterable[str], scope: str, actor: str | None, source: str, now: datetime) -> Parsed:
+def parse(
+    lines: Iterable[str], scope: str, actor: str | None, source: str, now: datetime, partial: bool = False
+) -> Parsed:
     """A corrigenda export or a knowledge-graph `memory.jsonl`, told apart by its first record's type
     (the header, or an entity or relation); `scope`, `actor`, `source` and `now` are for the
-    knowledge graph, whose lines have none of them."""
-    records = _records(lines)
+    knowledge graph, whose lines have none of them. `partial`: restore an export whose trailer is
+    missing or does not match (module docstring), saying so in `Parsed.partial`."""
+    digest = _Digest()
+    records = _records(lines, digest)
     first = next(records, None)
     if first is None:
         raise InvalidArgument("file", "is empty")
     number, record = first
     if record["type"] == FORMAT:
-        return _parse_export(number, record, records)
+        digest.restart()  # after the header
+        return _parse_export(number, record, records, digest, partial)
     if record["type"] in ("entity", "relation"):
         return _parse_graph([first, *records], check_scope(scope), actor, source, now)
     raise InvalidArgument(
@@ -143,15 +188,26 @@ def parse(lines: Iterable[str], scope: str, actor: str | None, source: str, now:
     )
 
 
-def _parse_export(number: int, header: dict[str, Any], records: Iterator[tuple[int, dict[str, Any]]]) -> Parsed:
-    if header.get("version") != VERSION:
-        raise InvalidArgument(f"line {number}", f"export version {header.get('version')!r}; this reads {VERSION}")
-    parsed = Parsed("corrigenda", model=header.get("model"))
+def _parse_export(
+    number: int, header: dict[str, Any], records: Iterator[tuple[int, dict[str, Any]]], digest: _Digest, partial: bool
+) -> Parsed:
+    version = header.get("version")
+    if version not in (1, VERSION):
+        raise InvalidArgument(f"line {number}", f"export version {version!r}; this reads 1 and {VERSION}")
     dimension = header.get("dimension")
+    if dimension is not None and (not isinstance(dimension, int) or isinstance(dimension, bool) or dimension < 1):
+        raise InvalidArgument(f"line {number}", f"dimension: {dimension!r} is not a vector size")
+    parsed = Parsed("corrigenda", model=header.get("model"), dimension=dimension)
+    trailer: dict[str, Any] | None = None
+    before_trailer = digest.hexdigest()
     for number, record in records:
         kind = record.pop("type")
+        if trailer is not None:
+            raise InvalidArgument(f"line {number}", "comes after the export's trailer, its last line")
         try:
-            if kind == "note":
+            if kind == TRAILER:
+                trailer = record
+            elif kind == "note":
                 vector = record.pop("vector", None)
                 note = _note(record)
                 if vector is not None:
@@ -168,7 +224,33 @@ def _parse_export(number: int, header: dict[str, Any], records: Iterator[tuple[i
                 raise InvalidArgument("type", f"{kind!r} is not a record of an export (note or event)")
         except (InvalidArgument, ValidationError) as exc:
             raise InvalidArgument(f"line {number}", _problem(exc)) from None
+        if trailer is None:
+            before_trailer = digest.hexdigest()  # every line so far: the trailer's own is left out
+    missing = _not_whole(parsed, trailer, before_trailer, version)
+    if missing is not None and not partial:
+        raise InvalidArgument(
+            "file", f"{missing}: it may have been cut short, and would restore a smaller memory. Import it anyway "
+            "as a partial restore (--partial), or export again"
+        )  # fmt: skip
+    parsed.partial = missing
     return parsed
+
+
+def _not_whole(parsed: Parsed, trailer: Mapping[str, Any] | None, digest: str, version: int) -> str | None:
+    """What shows that an export's records are not all there (None: the trailer vouches for them)."""
+    if version == 1:
+        return "an export of version 1 has no trailer, so nothing shows that it is whole"
+    if trailer is None:
+        return "the file has no trailer (its last line in a whole export)"
+    said = (trailer.get("notes"), trailer.get("events"))
+    if said != (len(parsed.notes), len(parsed.events)):
+        return (
+            f"the trailer counts {said[0]} notes and {said[1]} events, the file holds {len(parsed.notes)} and "
+            f"{len(parsed.events)}"
+        )
+    if trailer.get("sha256") != digest:
+        return "the lines differ from the ones the trailer's digest was made of"
+    return None
 
 
 def _note(record: dict[str, Any]) -> Note:
@@ -303,6 +385,7 @@ def _text(record: Mapping[str, Any], key: str) -> str:
 def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: Progress | None = None) -> Imported:
     """Check the parsed records against the store (module docstring), then write what is new."""
     tables.check_model(embedder.name)
+    _check_header_model(parsed, embedder)
     scopes = sorted({n.scope for n in parsed.notes.values()} | {e.scope for e in parsed.events.values()})
     stored_events: dict[str, Event] = {}
     for scope in scopes:
@@ -333,7 +416,9 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
     for ident, event in parsed.events.items():
         if names_forgotten(event):
             continue
-        if event.kind is not EventKind.FORGETS and not _ends_exist(parsed, event, known, all_events):
+        if event.kind is EventKind.FORGETS:
+            _tombstone_in_scope(parsed, event, {**stored_notes, **parsed.notes})
+        elif not _ends_exist(parsed, event, known, all_events):
             continue  # an optional edge whose note does not exist
         if ident in stored_events:
             _same(parsed, ident, stored_events[ident], event)
@@ -341,20 +426,57 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
         else:
             events.append(event)
 
-    # Checked: now write, the edges first (invisible until their notes land), then the notes.
+    # Checked: now embed everything, then write, the edges first (invisible until their notes land),
+    # then the notes, then erase what the file's tombstones name.
+    notes.sort(key=lambda n: (n.recorded_at, n.id))
+    vectors = embed_all(embedder, notes, parsed.vectors if parsed.model == embedder.name else {})
     events.sort(key=lambda e: (e.recorded_at, e.id))
     if events:
         tables.add_events(events)
+    write_notes(tables, embedder, notes, vectors, progress)
     erased = [e.dst for e in events if e.kind is EventKind.FORGETS and e.dst in stored_notes]
     if erased:
         tables.erase_forgotten()  # one pass for them all, before the call answers
-    notes.sort(key=lambda n: (n.recorded_at, n.id))
-    same_model = parsed.model == embedder.name
-    write_notes(tables, embedder, notes, parsed.vectors if same_model else {}, progress)
     return Imported(
+        partial=parsed.partial,
         format=parsed.format, scopes=scopes, notes_written=len(notes), events_written=len(events),
         notes_present=present_notes, events_present=present_events, forgotten_skipped=skipped, notes_erased=erased,
     )  # fmt: skip
+
+
+def _check_header_model(parsed: Parsed, embedder: Embedder) -> None:
+    """A file's vectors are used only when its header names this store's model; that model's vectors
+    have its dimension, so a header that names it with another dimension is refused."""
+    if parsed.format != "corrigenda" or parsed.model != embedder.name or parsed.dimension is None:
+        return
+    dimension = len(embedder.embed(["dimension"])[0])
+    if parsed.dimension != dimension:
+        raise InvalidArgument(
+            "line 1", f"dimension: the header says {parsed.model} with {parsed.dimension} dimensions; its vectors "
+            f"have {dimension}"
+        )  # fmt: skip
+
+
+def _tombstone_in_scope(parsed: Parsed, event: Event, notes: Mapping[str, Note]) -> None:
+    """A file's `forgets` tombstone erases a note of its own scope only (a note neither stored nor in
+    the file: the tombstone keeps it from ever being written)."""
+    note = notes.get(event.dst)
+    if note is not None and note.scope != event.scope:
+        raise InvalidArgument(
+            f"line {parsed.line[event.id]}", f"dst: {event.dst} is in scope {note.scope!r}, not {event.scope!r}"
+        )
+
+
+def embed_all(
+    embedder: Embedder, notes: Sequence[Note], given: Mapping[str, Sequence[float]]
+) -> dict[str, Sequence[float]]:
+    """Every note's vector: `given` (a file's, made by this model), the rest embedded BATCH at a time."""
+    vectors: dict[str, Sequence[float]] = {n.id: given[n.id] for n in notes if n.id in given}
+    missing = [n for n in notes if n.id not in given]
+    for start in range(0, len(missing), BATCH):
+        batch = missing[start : start + BATCH]
+        vectors.update(zip((n.id for n in batch), embedder.embed([n.text for n in batch]), strict=True))
+    return vectors
 
 
 def _stored_notes(tables: Tables, ids: Iterable[str]) -> dict[str, Note]:

@@ -251,3 +251,6 @@ class Imported(BaseModel):
     notes_erased: list[str] = Field(
         default_factory=list, description="Stored notes that a tombstone in the file erased."
     )
+    partial: str | None = Field(
+        None, description="A partial restore, asked for: what does not show the file to be whole (None: whole)."
+    )

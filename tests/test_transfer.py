@@ -3,6 +3,7 @@ knowledge-graph memory server's memory.jsonl (made by that server's own code: fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -116,6 +117,14 @@ def test_without_vectors_the_import_embeds_again_and_recalls_the_same_chains(
     assert chains(copy) == chains(memory)
 
 
+def trailed(lines: Sequence[str]) -> list[str]:
+    """An export's header and records with the trailer they would have (a crafted file that is whole)."""
+    digest = hashlib.sha256("".join(line + "\n" for line in lines[1:]).encode()).hexdigest()
+    kinds = [json.loads(line)["type"] for line in lines[1:]]
+    trailer = {"type": "end", "notes": kinds.count("note"), "events": kinds.count("event"), "sha256": digest}
+    return [*lines, json.dumps(trailer)]
+
+
 def edit(lines: Sequence[str], index: int, **fields: object) -> list[str]:
     """`lines` with the record at `index` given these fields."""
     return [json.dumps({**json.loads(line), **fields}) if i == index else line for i, line in enumerate(lines)]
@@ -133,11 +142,11 @@ def test_a_bad_line_is_named_and_nothing_is_stored(
     broken_json = [*good[:3], "{not json", *good[3:]]
     empty_text = [json.dumps({**json.loads(line), "text": " "}) if i == 2 else line for i, line in enumerate(good)]
     edge = next(line for line in good if json.loads(line).get("kind") == "supersedes")
-    dangling = [*good, json.dumps({**json.loads(edge), "id": "e_" + "1" * 26, "src": "n_" + "0" * 26})]
+    dangling = trailed([*good[:-1], json.dumps({**json.loads(edge), "id": "e_" + "1" * 26, "src": "n_" + "0" * 26})])
     for lines, number, problem in (
         (broken_json, 4, "not JSON"),
         (empty_text, 3, "text: must not be empty"),
-        (dangling, len(dangling), "neither in the file nor in the store"),
+        (dangling, len(dangling) - 1, "neither in the file nor in the store"),
         ([good[0], good[1], good[1]], 3, "already on line 2"),
         ([good[1]], 1, "header"),
         # the tools' own rules, through the one check every note and event passes (model.check_fields):
@@ -148,7 +157,7 @@ def test_a_bad_line_is_named_and_nothing_is_stored(
         (edit(good, 2, subject="s" * 1_000_000), 3, "subject: is 1000000 characters; the limit is 256"),
         (edit(good, 2, tags=["t"] * 33), 3, "tags: has 33 tags; the limit is 32"),
         (edit(good, 2, text="a lone \ud800 surrogate"), 3, "text: holds .* at character 7, a lone surrogate"),
-        (edit(good, len(good) - 1, reason="r" * 2001), len(good), "reason: is 2001 characters; the limit is 2000"),
+        (edit(good, len(good) - 2, reason="r" * 2001), len(good) - 1, "reason: is 2001 characters; the limit is 2000"),
     ):
         with pytest.raises(InvalidArgument, match=rf"^line {number}: .*{problem}"):
             target.import_lines(lines)
@@ -354,3 +363,105 @@ def test_a_note_with_unicode_line_separators_survives_the_export_and_import_comm
     imported = run("import", str(out), "--db", str(copy))
     assert imported.returncode == 0, imported.stderr
     assert [n.text for n in Memory(str(copy), memory.embedder).list_notes("ops").notes] == [text]
+
+
+def test_a_cut_short_export_is_refused_unless_a_partial_restore_is_asked_for(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """An export ends with a trailer (counts and digest): a file cut short, by lines or mid-line, or of
+    version 1 (before trailers), is refused with nothing stored; asked for, a partial restore says
+    what does not show it whole."""
+    build(memory)
+    good = list(memory.export())
+    assert json.loads(good[-1])["type"] == "end" and json.loads(good[-1])["notes"] == 7
+    target = Memory(str(tmp_path / "target"), embedder)
+    version_1 = [json.dumps({**json.loads(good[0]), "version": 1}), *good[1:-1]]
+    altered = [*good[:2], json.dumps({**json.loads(good[2]), "confidence": 0.5}), *good[3:]]
+    for lines, says in (
+        (good[:-1], "the file has no trailer"),
+        (good[:-4], "the file has no trailer"),
+        ([*good[:-3], good[-1]], "the trailer counts 7 notes and 6 events, the file holds 7 and 4"),
+        (altered, "the lines differ from the ones the trailer's digest was made of"),
+        (version_1, "an export of version 1 has no trailer"),
+    ):
+        with pytest.raises(InvalidArgument, match=f"^file: {says}.*: it may have been cut short"):
+            target.import_lines(lines)
+        assert target.stats()["notes"] == 0
+    with pytest.raises(InvalidArgument, match=r"^line 7: not JSON"):  # cut inside a line
+        target.import_lines([*good[:6], good[6][:40]])
+    done = target.import_lines(good[:-4], partial=True)
+    assert done.partial == "the file has no trailer (its last line in a whole export)"
+    assert done.notes_written == 7 and done.events_written == 3
+
+
+def test_the_import_command_refuses_a_cut_file_and_restores_it_with_partial(tmp_path: Path, memory: Memory) -> None:
+    build(memory)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(list(memory.export())[:-2]) + "\n")
+    refused = run("import", str(cut), "--db", str(tmp_path / "copy"))
+    assert (
+        refused.returncode == 2 and "file: the file has no trailer" in refused.stderr and "--partial" in refused.stderr
+    )
+    restored = run("import", str(cut), "--db", str(tmp_path / "copy"), "--partial")
+    assert restored.returncode == 0 and "A partial restore, as asked: the file has no trailer" in restored.stdout
+
+
+def test_a_header_naming_the_model_with_another_dimension_is_refused(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    memory.remember(Draft(text="The cache is Redis"), scope="ops")
+    lines = list(memory.export())
+    crafted = [json.dumps({**json.loads(lines[0]), "dimension": 3}), *lines[1:]]
+    fresh = Memory(str(tmp_path / "fresh"), embedder)
+    with pytest.raises(InvalidArgument, match=f"^line 1: dimension: the header says {embedder.name} with 3 dimensions"):
+        fresh.import_lines(crafted)
+    assert fresh.stats()["notes"] == 0
+    fresh.remember(Draft(text="The queue is RabbitMQ"), scope="ops")  # the store still takes 384-wide vectors
+    assert fresh.recall("which queue?", scope="ops").chains
+
+
+def test_a_tombstone_for_a_note_of_another_scope_is_refused(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    victim = memory.remember(Draft(text="Payroll runs on the 25th"), scope="hr").note
+    memory.remember(Draft(text="Standups are at ten"), scope="eng")
+    lines = list(memory.export("eng"))
+    tombstone = {"type": "event", "id": "e_" + "2" * 26, "kind": "forgets", "src": None, "dst": victim.id,
+                 "scope": "eng", "reason": "crafted", "actor": None, "confidence": 1.0,
+                 "recorded_at": "2026-12-01T00:00:00Z"}  # fmt: skip
+    crafted = trailed([*lines[:-1], json.dumps(tombstone)])
+    with pytest.raises(
+        InvalidArgument, match=f"^line {len(crafted) - 1}: dst: {victim.id} is in scope 'hr', not 'eng'"
+    ):
+        memory.import_lines(crafted)
+    assert memory.history(victim.id).note.text == "Payroll runs on the 25th"
+
+
+def test_an_import_whose_model_fails_half_way_writes_nothing(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every note is embedded before anything is written: a model that fails on the second batch
+    leaves the store as it was, the note a tombstone of the file names included."""
+    stored = memory.remember(Draft(text="The old VPN host is vpn-1"), scope="ops").note
+    source = Memory(str(tmp_path / "source"), embedder)
+    source.import_notes([Draft(text=f"Runbook step {i}: check the queue depth") for i in range(transfer.BATCH + 10)])
+    lines = list(source.export("default"))
+    tombstone = {"type": "event", "id": "e_" + "3" * 26, "kind": "forgets", "src": None, "dst": stored.id,
+                 "scope": "ops", "reason": "moved", "actor": None, "confidence": 1.0,
+                 "recorded_at": "2026-12-01T00:00:00Z"}  # fmt: skip
+    crafted = trailed([*lines[:-1], json.dumps(tombstone)])
+    before = memory.stats()
+    calls = []
+
+    def failing(texts: Sequence[str]) -> list[list[float]]:
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RuntimeError("the tokenizer choked")
+        return real(texts)
+
+    real = memory.embedder.embed
+    monkeypatch.setattr(memory.embedder, "embed", failing)
+    with pytest.raises(RuntimeError, match="the tokenizer choked"):
+        memory.import_lines(crafted)
+    assert memory.stats() == before
+    assert memory.history(stored.id).note.text == "The old VPN host is vpn-1"

@@ -235,6 +235,9 @@ def imported(r: Imported) -> str:
         lines.append(f"{r.forgotten_skipped} forgotten note(s) not brought back.")
     if r.notes_erased:
         lines.append(f"Erased, as the file's tombstones say: {', '.join(r.notes_erased)}.")
+    if r.repeats_merged:
+        shown = "; ".join(r.repeats_merged[:5]) + ("; …" if len(r.repeats_merged) > 5 else "")
+        lines.append(f"{len(r.repeats_merged)} repeated entit(ies) or observation(s) stored once: {shown}.")
     if r.partial:
         lines.append(f"A partial restore, as asked: {r.partial}.")
     return "\n".join(lines)

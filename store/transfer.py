@@ -125,6 +125,8 @@ class Parsed:
     # edges to notes that may not exist, dropped rather than refused (a relation to an entity the
     # knowledge graph never created: that server does not check them either)
     optional_edges: set[str] = field(default_factory=set)
+    # the knowledge graph's repeats (an entity or observation given twice), stored once and listed
+    merged: list[str] = field(default_factory=list)
 
 
 class _Digest:
@@ -322,7 +324,9 @@ def _parse_graph(
 
     def note(number: int, text: str, kind: str, subject: str, tags: list[str], *key: str) -> str:
         ident = derived_id(NOTE_PREFIX, scope, kind, *key)
-        if ident not in parsed.notes:
+        if ident in parsed.notes:
+            parsed.merged.append(f"line {number}: {text[:80]!r} (as on line {parsed.line[ident]})")
+        else:
             fields = {"text": text, "kind": kind, "subject": subject, "tags": tags, "source": source}
             made = Note(**fields, id=ident, scope=scope, actor=actor, recorded_at=now)
             check_fields(made)
@@ -438,7 +442,7 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
     if erased:
         tables.erase_forgotten()  # one pass for them all, before the call answers
     return Imported(
-        partial=parsed.partial,
+        partial=parsed.partial, repeats_merged=parsed.merged,
         format=parsed.format, scopes=scopes, notes_written=len(notes), events_written=len(events),
         notes_present=present_notes, events_present=present_events, forgotten_skipped=skipped, notes_erased=erased,
     )  # fmt: skip

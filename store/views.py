@@ -251,6 +251,10 @@ class Imported(BaseModel):
     notes_erased: list[str] = Field(
         default_factory=list, description="Stored notes that a tombstone in the file erased."
     )
+    repeats_merged: list[str] = Field(
+        default_factory=list,
+        description="A knowledge-graph file's repeated entities and observations, each stored once: where.",
+    )
     partial: str | None = Field(
         None, description="A partial restore, asked for: what does not show the file to be whole (None: whole)."
     )

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from corrigenda.server import render
 from corrigenda.server.cli import _export
 from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder, transfer
 from corrigenda.store.ids import new_note_id
@@ -465,3 +466,15 @@ def test_an_import_whose_model_fails_half_way_writes_nothing(
         memory.import_lines(crafted)
     assert memory.stats() == before
     assert memory.history(stored.id).note.text == "The old VPN host is vpn-1"
+
+
+def test_a_knowledge_graph_files_repeats_are_stored_once_and_listed(memory: Memory) -> None:
+    entity = {"type": "entity", "name": "Billing", "entityType": "service", "observations": ["Runs on Fridays"]}
+    again = {**entity, "observations": ["Runs on Fridays", "Owned by Ana"]}
+    done = memory.import_lines([json.dumps(entity), json.dumps(again)], scope="kg")
+    assert done.notes_written == 3  # the entity, and two observations
+    assert done.repeats_merged == [
+        "line 2: 'Billing is a service' (as on line 1)",
+        "line 2: 'Billing: Runs on Fridays' (as on line 1)",
+    ]
+    assert "2 repeated entit(ies) or observation(s) stored once" in render.imported(done)

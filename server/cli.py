@@ -151,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         import anyio
         from corrigenda.store import CorrigendaError
+        from corrigenda.store.storage.location import Location
         from corrigenda.store.tables import Tables
 
         from .app import build_server
@@ -160,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = build_server(settings)
         if settings.transport == "http":
             try:
-                if "://" in settings.db:  # a bucket that cannot be opened stops an HTTP server before it listens
+                # a bucket that cannot be opened stops an HTTP server before it listens
+                if Location(settings.db).is_remote:
                     Tables(settings.db, settings.storage_options).count()
                 if args.ui:
                     from .app import build_memory

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
-from corrigenda.store.tables import KEEP_VERSIONS_FOR
+from corrigenda.store.storage.limits import KEEP_VERSIONS_FOR
 
 SUBJECTS = (
     "the cache TTL",

@@ -34,7 +34,7 @@ The checks, after every kill and at the end of parts 2 and 3:
 - lost: acknowledged notes that `tables.notes` does not return, and acknowledged events that the
   fold of the whole scope does not show (but those a later acknowledged forget erased with its note);
 - duplicated: ids held by more than one raw row of either table, read with Arrow before readers'
-  dedupe. tables.py says a retried append can leave such a row and readers keep the first; nothing
+  dedupe. store/storage/handles.py says a retried append can leave such a row and readers keep the first; nothing
   here retries an append, so a raw duplicate would come from the storage itself. Reported beside
   it: ids that readers return twice (the fold's events, heads and history across a recall's chains,
   a history's events), which stay 0 even with raw duplicates because readers keep one row per id;
@@ -774,7 +774,7 @@ def progress(message: str) -> None:
 def seed_forget_batch(memory: Memory, rng: random.Random, ledger: Ledger, label: str) -> list[str]:
     """Notes to forget, shaped like real ones: four share one data file with notes that stay, one
     was corrected (and its correction is forgotten too), one is depended on, one was revoked and
-    reinstated. Fewer than 16 appends, so this process starts no compaction of its own (tables.py)."""
+    reinstated. Fewer than 16 appends, so this process starts no compaction of its own (store/storage/upkeep.py)."""
     drafts = [(note_text(rng, f"{label} filler {i}"), False) for i in range(6)]
     drafts += [(note_text(rng, f"{label} batch secret {i}"), True) for i in range(4)]
     rng.shuffle(drafts)

@@ -15,7 +15,7 @@ that makes it behave as S3 does where moto does not, and that can be told to mis
   the header dropped, before it overwrites), so that commits from several processes overlap, as they
   do on a remote store, whose round trips are slower than loopback's. The negative control needs it:
   a write to a young table reads its rows back and writes again those another commit overwrote
-  (store/tables.py), which hides most losses that land before that read.
+  (store/storage/handles.py), which hides most losses that land before that read.
 - **Lost races.** `refuse_next` conditional writes are answered 412 without being written, as S3
   answers a writer whose version another writer took first.
 - **Counts.** `GET /_gate` answers the gate's counts as JSON (conditional writes, refused ones, and

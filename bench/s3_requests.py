@@ -42,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 from corrigenda.store import Draft, Memory, tables
+from corrigenda.store.storage import limits
 from local_s3 import KINDS, LocalS3, kind
 
 PHASES = ("write", "read", "upkeep", "erasure", "other")
@@ -66,7 +67,7 @@ def two_pass_clean(self: Any, dataset: Any, keep_versions_for: timedelta) -> Non
     """The cleanup on a bucket before cc91a6b: each pass reads every manifest."""
     dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
     if keep_versions_for > timedelta(0):
-        dataset.cleanup_old_versions(retain_versions=tables.KEEP_VERSIONS, error_if_tagged_old_versions=False)
+        dataset.cleanup_old_versions(retain_versions=limits.KEEP_VERSIONS, error_if_tagged_old_versions=False)
 
 
 def run(
@@ -80,7 +81,7 @@ def run(
     s3.gate.app = counting
     os.environ.update(s3.env)
     if compact_at is not None:
-        tables.COMPACT_AT_FRAGMENTS_REMOTE = compact_at
+        limits.COMPACT_AT_FRAGMENTS_REMOTE = compact_at
     if two_pass:
         tables.Tables._clean = two_pass_clean  # type: ignore[method-assign]
     done: Counter[str] = Counter()
@@ -137,7 +138,7 @@ def run(
         s3.stop()
     return {
         "writes": writes, "seed": seed, "forgets": forgets,
-        "compact_at": tables.COMPACT_AT_FRAGMENTS_REMOTE, "cleanup": "two passes" if two_pass else "one pass",
+        "compact_at": limits.COMPACT_AT_FRAGMENTS_REMOTE, "cleanup": "two passes" if two_pass else "one pass",
         "other_writer": other_writer,
         "compactions": done["compactions"], "erasure_passes": done["erasure passes"],
         "requests": {phase: dict(counting.counts[phase]) for phase in PHASES},

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from corrigenda.store.storage.location import Location
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
@@ -233,7 +234,7 @@ def _progress(done: int, total: int) -> None:
 
 def _store_path(settings: Settings) -> str | None:
     """The directory of a store on this machine's disk; None for a bucket (or LanceDB's memory://)."""
-    return None if "://" in settings.db else settings.db
+    return settings.db if Location(settings.db).is_local else None
 
 
 def _resolve_scope(settings: Settings, memory: Memory) -> str:
@@ -393,7 +394,7 @@ def _install(args: argparse.Namespace) -> int:
 
     given = {"CORRIGENDA_DB": args.db, "CORRIGENDA_SCOPE": args.scope, "CORRIGENDA_MODEL": args.model}
     env = {name: value for name, value in given.items() if value}
-    if args.db and "://" not in args.db:
+    if args.db and Location(args.db).is_local:
         env["CORRIGENDA_DB"] = os.path.abspath(os.path.expanduser(args.db))  # a client starts elsewhere
     project = os.path.abspath(os.path.expanduser(args.project)) if args.project else None
     try:
@@ -423,7 +424,7 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     server = build_server(settings)
     if settings.transport == "http":
         try:
-            if "://" in settings.db:  # a bucket that cannot be opened stops an HTTP server before it listens
+            if Location(settings.db).is_remote:  # a bucket that cannot be opened stops an HTTP server before it listens
                 Tables(settings.db, settings.storage_options).count()
             if args.ui:
                 from .app import build_memory

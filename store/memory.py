@@ -361,7 +361,7 @@ class Memory:
 
         First a `forgets` tombstone (no text of the note) is appended: from then on the note
         does not exist for any reader. Then an erasure pass removes its row and the events naming it
-        from every file (tables.py): before this answers on a disk, on a thread of this process on
+        from every file (storage/erasure.py): before this answers on a disk, on a thread of this process on
         object storage (`erasure: pending`, and any process's next upkeep finishes what a stopped
         one left). A repeated call, or one after an interrupted erasure, finishes whatever is left
         and answers `changed: false`.

@@ -91,7 +91,7 @@ def kind_is(kind: str) -> str:
 
 
 def lease_free(stale_before: datetime) -> str:
-    """Rows of the upkeep lease (lease.py) that nobody holds, or whose holder took them before this."""
+    """Rows of the upkeep lease (storage/lease.py) that nobody holds, or whose holder took them before this."""
     return f"taken_at_us < {to_micros(stale_before)}"
 
 

@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 from corrigenda.server.app import build_memory
 from corrigenda.server.config import Settings
-from corrigenda.store import StoreBusy, lease
-from corrigenda.store import tables as tables_module
+from corrigenda.store import StoreBusy
 from corrigenda.store.ids import new_note_id
-from corrigenda.store.lease import Lease
 from corrigenda.store.model import Note
-from corrigenda.store.tables import SCALAR_INDEXES, Tables
+from corrigenda.store.storage import indexes, lease, limits, retry
+from corrigenda.store.storage import schema as layout
+from corrigenda.store.storage.lease import Lease
+from corrigenda.store.storage.limits import SCALAR_INDEXES
+from corrigenda.store.tables import Tables
 from filelock import Timeout
 from mcp import Client
 from pydantic import ValidationError
@@ -242,7 +244,7 @@ def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read
     listing, without asking for the manifest's size first (a HEAD)."""
     from corrigenda.store import Draft, Memory
 
-    monkeypatch.setattr(tables_module, "YOUNG_TABLE_VERSIONS", 0)  # past the young table's check
+    monkeypatch.setattr(limits, "YOUNG_TABLE_VERSIONS", 0)  # past the young table's check
     db = f"s3://{BUCKET}/requests"
     mine, theirs = (
         Memory(db, embedder, storage_options=_options(s3)),
@@ -277,7 +279,7 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
     from corrigenda.store import Draft, Memory
 
     waits: list[float] = []
-    monkeypatch.setattr(tables_module.time, "sleep", waits.append)
+    monkeypatch.setattr(retry.time, "sleep", waits.append)
     memory = Memory(f"s3://{BUCKET}/races", embedder, storage_options=_options(s3))
     memory.remember(Draft(text="The store and its tables are made"))
     waits.clear()
@@ -286,11 +288,11 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
     note = memory.remember(Draft(text="The deploy window opens at 09:00")).note
     assert s3.gate.refused_writes - refused == 2
     assert s3.gate.conditional_writes - conditional == 3  # two refused, the third landed
-    assert len(waits) == 2 and all(0 <= w <= 2 * tables_module.COMMIT_BACKOFF for w in waits), waits
+    assert len(waits) == 2 and all(0 <= w <= 2 * limits.COMMIT_BACKOFF for w in waits), waits
     stored = Tables(f"s3://{BUCKET}/races", storage_options=_options(s3)).notes_table()
     assert stored is not None and stored.to_arrow()["id"].to_pylist().count(note.id) == 1
 
-    monkeypatch.setattr(tables_module, "COMMIT_ATTEMPTS", 3)
+    monkeypatch.setattr(limits, "COMMIT_ATTEMPTS", 3)
     s3.gate.refuse_next = 3
     with pytest.raises(StoreBusy, match="committed to the notes table first, 3 times in a row"):
         memory.remember(Draft(text="The deploy window closes at 17:00"))
@@ -322,11 +324,11 @@ def test_a_new_store_gets_both_tables_and_every_index_in_one_hold_of_the_lock(
     note = Note(id=new_note_id(), text="the first note of a new store", scope="default", kind="fact",
                 recorded_at=datetime.now(UTC))  # fmt: skip
     tables.add_notes([(note, [0.1] * 8, True)], "a-model")
-    assert taken == [tables_module.CREATE_WAIT]
+    assert taken == [limits.CREATE_WAIT]
     opened = Tables(db)
-    for name, table in ((tables_module.NOTES, opened.notes_table()), (tables_module.EVENTS, opened.events_table())):
-        assert table is not None and tables_module._indexed_columns(table) == set(tables_module._wanted_indexes(name))
-    assert taken == [tables_module.CREATE_WAIT]  # all there: opening them took no lock
+    for name, table in ((layout.NOTES, opened.notes_table()), (layout.EVENTS, opened.events_table())):
+        assert table is not None and indexes._indexed_columns(table) == set(indexes._wanted_indexes(name))
+    assert taken == [limits.CREATE_WAIT]  # all there: opening them took no lock
 
 
 def test_a_table_found_without_its_indexes_gets_them_under_the_lock(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -334,11 +336,11 @@ def test_a_table_found_without_its_indexes_gets_them_under_the_lock(db: str, mon
     made under the lock, where that process makes them, not beside it."""
     import lancedb
 
-    lancedb.connect(db).create_table(tables_module.EVENTS, schema=tables_module._EVENT_SCHEMA)
+    lancedb.connect(db).create_table(layout.EVENTS, schema=layout._EVENT_SCHEMA)
     taken = _locks_taken(monkeypatch)
     events = Tables(db).events_table()
-    assert taken == [tables_module.CREATE_WAIT]
-    assert tables_module._indexed_columns(events) == set(tables_module._wanted_indexes(tables_module.EVENTS))
+    assert taken == [limits.CREATE_WAIT]
+    assert indexes._indexed_columns(events) == set(indexes._wanted_indexes(layout.EVENTS))
 
 
 def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: str) -> None:

@@ -19,9 +19,10 @@ import ducer
 import numpy as np
 import pyarrow as pa
 import pytest
-from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder, tables
+from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.model import EventKind, Note, NoteState
+from corrigenda.store.storage import limits
 from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
 from lance import LanceDataset
 from lance.file import LanceFileReader
@@ -132,7 +133,7 @@ def file_bytes(root: str) -> bytes:
 def test_forget_erases_the_text_and_vector_from_every_file(
     memory: Memory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, indexed: bool
 ) -> None:
-    monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100 if indexed else 10**9)
+    monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100 if indexed else 10**9)
     memory.import_notes([Draft(text=f"Filler note {i} about the weather in town {i}") for i in range(199)])
     secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz"), depends_on=[]).note
     memory.tables.compact()
@@ -143,7 +144,7 @@ def test_forget_erases_the_text_and_vector_from_every_file(
     vector = np.asarray(memory.embedder.embed([secret.text])[0])
     assert b"zebra-4471-quartz" in file_bytes(memory.tables.uri)
 
-    caplog.set_level(logging.INFO, logger="corrigenda.store.tables")
+    caplog.set_level(logging.INFO, logger="corrigenda.store.storage")
     done = memory.forget(secret.id, reason="the user asked")
     assert done.changed and len(done.events_removed) == 3  # depends_on, revokes, reinstates
     passes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("erased ")]  # docs/reference.md
@@ -573,7 +574,7 @@ def notes_with_random_vectors(count: int, dimension: int, model: str) -> list[st
     "fillers",
     [
         pytest.param(256, id="small"),
-        pytest.param(3 * tables.FRAGMENT_ROWS[NOTES], id="over-10k", marks=pytest.mark.slow),
+        pytest.param(3 * limits.FRAGMENT_ROWS[NOTES], id="over-10k", marks=pytest.mark.slow),
     ],
 )
 def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
@@ -585,9 +586,9 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
     each upkeep step that follows. Small: 256 fillers, with fragments of 64 rows and a vector index
     from 100 notes; over 10k: the store's own limits, three full fragments of fillers."""
     if fillers == 256:
-        monkeypatch.setattr(tables, "FRAGMENT_ROWS", {NOTES: 64, EVENTS: 64})
-        monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100)
-    assert fillers >= tables.VECTOR_INDEX_AT
+        monkeypatch.setattr(limits, "FRAGMENT_ROWS", {NOTES: 64, EVENTS: 64})
+        monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100)
+    assert fillers >= limits.VECTOR_INDEX_AT
     memory.import_lines(notes_with_random_vectors(fillers, 384, memory.embedder.name))
     memory.tables.compact()
     secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz")).note

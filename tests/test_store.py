@@ -26,7 +26,10 @@ from corrigenda.store import (
 from corrigenda.store.embedder import default_model_path
 from corrigenda.store.model import Event, EventKind, Note
 from corrigenda.store.recall import RetrievalSettings
-from corrigenda.store.tables import COMPACT_AT_FRAGMENTS, Tables
+from corrigenda.store.storage import limits
+from corrigenda.store.storage import schema as layout
+from corrigenda.store.storage.limits import COMPACT_AT_FRAGMENTS
+from corrigenda.store.tables import Tables
 from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
 from hypothesis import given
@@ -218,7 +221,7 @@ def test_token_estimate_is_fair_to_cjk() -> None:
 def test_compaction_merges_small_fragments_and_leaves_big_ones_alone(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(tables.FRAGMENT_ROWS, tables.NOTES, 64)
+    monkeypatch.setitem(limits.FRAGMENT_ROWS, tables.NOTES, 64)
     memory.import_notes([Draft(text=f"Imported note {i} about the release train") for i in range(100)])
     memory.tables.compact()
     big = data_files(memory)
@@ -277,7 +280,7 @@ def test_a_store_made_with_a_btree_on_scope_gets_the_bitmap_at_its_next_upkeep(m
 def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactly(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 300)
+    monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 300)
     topics = ["the release train", "the staging cluster", "the billing export", "the VPN gateway", "the docs site"]
     memory.import_notes([Draft(text=f"Note {i}: {topics[i % 5]} runs on host {i}") for i in range(400)], scope="big")
     memory.import_notes([Draft(text=f"Small note {i} about {topics[i % 5]}") for i in range(20)], scope="small")
@@ -307,7 +310,7 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
         notes.search(vector, vector_column_name="vector")
         .distance_type("cosine")
         .where(where.scope_is("big"), prefilter=True)
-        .nprobes(tables.VECTOR_PROBES)
+        .nprobes(limits.VECTOR_PROBES)
         .limit(20)
         .to_arrow()
     )
@@ -353,7 +356,7 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
 def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_the_table_grows(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tables, "VECTOR_INDEX_AT", 100)
+    monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100)
     topics = ["the release train", "the staging cluster", "the billing export", "the VPN gateway", "the docs site"]
 
     def grow(start: int, count: int) -> tuple[int, int]:
@@ -370,7 +373,7 @@ def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_t
     assert 8 <= shapes[0][0] <= 12 and shapes[0][1] == 1  # about √100 (Lance's own default would make 1)
     for step in range(6):  # each compaction indexes its new rows as a segment of their own; merged past a few
         shapes.append(grow(100 + 20 * step, 20))
-    assert all(segments <= tables.VECTOR_SEGMENTS for _, segments in shapes)
+    assert all(segments <= limits.VECTOR_SEGMENTS for _, segments in shapes)
     assert max(segments for _, segments in shapes) > 1 and min(partitions for partitions, _ in shapes) >= 8
     grown, segments = grow(220, 200)  # 420 rows: four times what it was trained on; trained again, or split
     # by Lance past its partition size: about √420 (20), within three times: Lance's k-means samples at
@@ -398,11 +401,11 @@ TEXTS = st.text(max_size=20)
     ),
 )  # fmt: skip
 def test_a_note_and_an_event_read_back_from_their_rows_as_written(note: Note, event: Event) -> None:
-    note_row = tables._row(note, tables._NOTE_STORED) | {"dense_ok": True, "vector": [0.0, 1.0]}
-    event_row = tables._row(event, tables._EVENT_STORED)
-    for row, schema in ((note_row, tables._note_schema("model", 2)), (event_row, tables._EVENT_SCHEMA)):
+    note_row = layout._row(note, layout._NOTE_STORED) | {"dense_ok": True, "vector": [0.0, 1.0]}
+    event_row = layout._row(event, layout._EVENT_STORED)
+    for row, schema in ((note_row, layout._note_schema("model", 2)), (event_row, layout._EVENT_SCHEMA)):
         assert pa.Table.from_pylist([row], schema=schema).to_pylist() == [row]  # every value fits its column
-    assert tables._note_from_row(note_row) == note and tables._event_from_row(event_row) == event
+    assert layout._note_from_row(note_row) == note and layout._event_from_row(event_row) == event
 
 
 def test_warming_calls_back_once_the_model_is_loaded_and_even_when_warming_failed(

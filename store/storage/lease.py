@@ -1,9 +1,10 @@
-"""One process at a time, across machines: the upkeep lease of a store on object storage.
+"""One process at a time, across machines: the upkeep lease of a store on object storage, and the lock
+file of a store on disk (`exclusive`).
 
 On one machine's disk a lock file keeps two processes from compacting, or erasing, at once; a bucket
 has no lock files. Lance alone keeps either from corrupting the tables (each commit is a conditional
 write of the next version, and a compaction that another commit overtook is refused and tried
-again, see tables.py), but the refused attempt leaves the files it wrote behind: after a `forget`,
+again, see retry.py), but the refused attempt leaves the files it wrote behind: after a `forget`,
 such a file can still hold the forgotten text. So upkeep on object storage takes this lease first.
 
 The lease is a small Lance table beside the notes and events, `upkeep_lease` (holder, taken_at_us).
@@ -29,14 +30,14 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from filelock import Timeout
+from filelock import FileLock, Timeout
 
-from . import where
+from .. import where
 
 if TYPE_CHECKING:
     from lancedb.table import Table
@@ -61,7 +62,7 @@ class Lease:
         self.holder = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
     def table(self) -> Table:
-        """The lease's table (its upkeep: tables.py, `compact`)."""
+        """The lease's table (its upkeep: upkeep.py, `compact`)."""
         if self._table is None:
             self._table = self._open_table(LEASE, SCHEMA)
         return self._table
@@ -84,7 +85,7 @@ class Lease:
         table = self.table()
         now = datetime.now(UTC)
         taken = {"holder": self.holder, "taken_at_us": where.to_micros(now)}
-        table.checkout_latest()  # the store's connections check only when told (tables.py)
+        table.checkout_latest()  # the store's connections check only when told (handles.py)
         taken_at = table.search().select(["taken_at_us"]).limit(None).to_arrow()["taken_at_us"].to_pylist()
         if not taken_at:  # new, or made again by another process: its one row, free
             try:
@@ -113,3 +114,11 @@ class Lease:
             table = self.table()
             table.checkout_latest()
             table.update(where=where.held_by(self.holder), values=FREE)
+
+
+def exclusive(uri: str, lease: Lease | None, wait: float) -> AbstractContextManager[Any]:
+    """One process at a time, for upkeep and erasure: a lock file beside a store on disk, the
+    upkeep lease on object storage (`lease`, None on disk). Raises filelock's Timeout after `wait` seconds."""
+    if lease is not None:
+        return lease.held(wait)
+    return FileLock(os.path.join(uri, ".compact.lock"), timeout=wait)

@@ -1,0 +1,156 @@
+"""Erasure, under its own name: a forgotten note removed from every file of the store.
+
+`forget` appends a `forgets` tombstone: from then on the note does not exist for any reader.
+Then an erasure pass removes it from every file. A pass erases every forgotten note no pass
+has finished (each it finishes gets a row in the `erasures` table), in one rewrite of the files,
+one process at a time: forgets that come while a pass runs are erased by the next, together.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from filelock import Timeout
+
+from .. import where
+from ..model import EventKind
+from . import limits
+from .compaction import Compaction
+from .retry import _reading, _until_committed
+from .schema import _ERASURE_SCHEMA
+
+if TYPE_CHECKING:
+    from lancedb.table import Table
+
+log = logging.getLogger(__name__)
+
+
+class Erasure(Compaction):
+    """The erasure passes of one store."""
+
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
+        super().__init__(uri, storage_options)
+        self._compact_lock = threading.Lock()  # one pass of upkeep or erasure at a time in this process
+        # On object storage an erasure pass takes 1-5 s (docs/object-storage.md, "Measured"): `forget` answers once
+        # its tombstone is committed, and a thread of this process erases (erase_soon).
+        self.erase_later = self._remote
+        self._eraser: threading.Thread | None = None
+        self._eraser_lock = threading.Lock()
+        self._erase_again = False
+
+    def erasure_events(self, note_ids: Collection[str]) -> list[str]:
+        """The events an erasure of these notes removes: every event naming one of them but their
+        `forgets` tombstones, and every event naming one of those (a reinstates of a revokes)."""
+        events = self.events_table()
+        named = self._scan(events, ["id", "kind"], where.naming(note_ids))
+        first = [
+            i
+            for i, k in zip(named["id"].to_pylist(), named["kind"].to_pylist(), strict=True)
+            if k != EventKind.FORGETS.value
+        ]
+        second = self._scan(events, ["id"], where.id_in(first, "dst"))
+        return sorted(set(first) | set(second["id"].to_pylist()))
+
+    def erased(self, note_ids: Collection[str] | None = None) -> set[str]:
+        """Those of these notes (None: of all) whose erasure a pass has finished."""
+        table = self._erasures_table()
+        if table is None or (note_ids is not None and not note_ids):
+            return set()
+        clause = None if note_ids is None else where.id_in(note_ids, "note_id")
+
+        def read() -> set[str]:
+            table.checkout_latest()  # only erasure passes write it, under the lock of upkeep
+            return set(table.to_lance().to_table(columns=["note_id"], filter=clause)["note_id"].to_pylist())
+
+        # a compaction's cleanup removed a file of the version read: read the latest again
+        return _reading(read, lambda exc: None)
+
+    def unerased(self) -> list[str]:
+        """Forgotten notes whose erasure no pass has finished: one under way, or cut short."""
+        tombstones = self._scan(self.events_table(), ["dst"], where.kind_is(EventKind.FORGETS.value))
+        forgotten = set(tombstones["dst"].to_pylist())
+        return sorted(forgotten - self.erased()) if forgotten else []
+
+    def erase_forgotten(self, wait: float = limits.ERASE_WAIT) -> list[str]:
+        """An erasure pass, if any forgotten note waits for one; returns the notes it erased. Waits up to
+        `wait` seconds for another process's upkeep or erasure (filelock's Timeout after), looking again
+        meanwhile whether that erased them: when it returns, every note forgotten before the call is
+        erased, by this pass or another process's."""
+        deadline = time.monotonic() + wait
+        tables = self._tables()  # opened (never made) outside the lock, which making a table takes
+        while self.unerased():
+            try:
+                with self._compact_lock, self._exclusive(0):
+                    return self._erase(tables)
+            except Timeout:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(limits.ERASE_POLL)
+        return []
+
+    def _erase(self, tables: Mapping[str, Table]) -> list[str]:
+        """An erasure pass, under the lock of upkeep: each unerased note, and the events
+        `erasure_events` names, deleted from the live data and from every file on disk.
+
+        Lance only marks a deleted row as deleted until enough of its file is; so each file that
+        holds one is rewritten without it, and older versions (which still hold it) are removed. A pass
+        cut short leaves its notes unmarked, and the next one does it all again (deleting twice is
+        harmless)."""
+        self.refresh()  # what the holder before this one left: the files of older versions may be gone
+        notes = self.unerased()
+        if not notes:
+            return []
+        started = time.monotonic()
+        removed = self.erasure_events(notes)
+        notes_table = self.notes_table()
+        if notes_table is not None:
+            _until_committed(partial(_delete, notes_table, where.id_in(notes)), limits.ERASE_WAIT)
+        if removed:
+            _until_committed(partial(_delete, self.events_table(), where.id_in(removed)), limits.ERASE_WAIT)
+        for name, table in tables.items():
+            # Rewrite every file holding a deleted row, this pass's or a cut pass's (whose delete
+            # landed but whose rewrite did not), then the indexes, then drop the versions that
+            # still hold the rows.
+            _until_committed(partial(self._tidy, name, table, timedelta(0), erasing=True), limits.ERASE_WAIT)
+        erased_at = where.to_micros(datetime.now(UTC))
+        marks = pa.Table.from_pylist([{"note_id": n, "erased_at_us": erased_at} for n in notes], schema=_ERASURE_SCHEMA)
+        self._erasures_table(make=True).add(marks)  # type: ignore[union-attr]
+        self.refresh()
+        plural = "" if len(notes) == 1 else "s"
+        log.info("erased %d forgotten note%s from the files in %.1f s", len(notes), plural, time.monotonic() - started)
+        return notes
+
+    def erase_soon(self) -> None:
+        """Run erasure passes on a thread of this process until none is waiting (one thread at a time:
+        asked while one runs, it makes one more pass). A pass that fails is left to the next upkeep."""
+        with self._eraser_lock:
+            self._erase_again = True
+            if self._eraser is None:
+                self._eraser = threading.Thread(target=self._erase_while_asked, name="corrigenda-erase", daemon=True)
+                self._eraser.start()
+
+    def _erase_while_asked(self) -> None:
+        while True:
+            with self._eraser_lock:
+                if not self._erase_again:
+                    self._eraser = None
+                    return
+                self._erase_again = False
+            try:
+                self.erase_forgotten()
+            except Exception:
+                log.exception("erasing forgotten notes failed; the next upkeep pass, on any process, tries again")
+
+
+def _delete(table: Table, clause: str) -> None:
+    """Delete the rows matching `clause` in the latest version: the rows other processes appended
+    since this one last looked included."""
+    table.checkout_latest()
+    table.delete(clause)

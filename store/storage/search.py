@@ -1,0 +1,266 @@
+"""Reading the tables: notes and events by id, whole scopes, and the two searches recall runs (by vector
+and by full text), all through the views of handles.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from .. import where
+from ..model import Event, EventKind, Note
+from . import limits
+from .handles import Handles
+from .indexes import _has_vector_index, _wholly_indexed
+from .schema import _NOTE_COLUMNS, NOTES, Hit, ScopeRows, _event_from_row, _from_us, _note_from_row
+
+if TYPE_CHECKING:
+    from lance.dataset import LanceDataset
+    from lancedb.table import Table
+
+
+class Search(Handles):
+    """The reads of one store's tables."""
+
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
+        super().__init__(uri, storage_options)
+        self._vector_indexed = False
+        self._vector_index_checked = -limits.SCOPE_SIZE_TTL  # time.monotonic() of the last look
+        self._scope_rows: dict[str, tuple[float, int]] = {}  # scope -> (when counted, notes)
+
+    def _search(
+        self, table: Table, columns: list[str], clause: str, **search: Any
+    ) -> tuple[list[tuple[dict[str, Any], np.ndarray | None]], LanceDataset]:
+        """A search's hits (the first row of each id), each with its stored embedding where the store
+        reads them along (`reads_vectors_along`); and the version searched."""
+
+        def read() -> tuple[pa.Table, LanceDataset]:
+            view = self._view(table)
+            columns_read = [*columns, *self._vector_column]
+            return view.to_table(columns=columns_read, filter=clause, prefilter=True, **search), view
+
+        found, view = self._read(read)
+        return _rows_with_vectors(found), view
+
+    def notes(self, ids: Iterable[str]) -> dict[str, Note]:
+        return self.notes_with_vectors(ids, vectors=False)[0]
+
+    def notes_with_vectors(
+        self, ids: Iterable[str], vectors: bool = True
+    ) -> tuple[dict[str, Note], dict[str, np.ndarray]]:
+        """Notes by id and, where reading them along costs little (`reads_vectors_along`), the stored
+        embeddings of those the model could read."""
+        ids = list(dict.fromkeys(ids))
+        table = self.notes_table()
+        if not ids or table is None:
+            return {}, {}
+        columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
+        rows = _rows_with_vectors(self._scan(table, columns, where.id_in(ids)))
+        notes = {row["id"]: _note_from_row(row) for row, _ in rows}
+        return notes, {row["id"]: v for row, vector in rows if (v := _readable(row, vector)) is not None}
+
+    def vectors(self, ids: Iterable[str], addresses: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+        """Stored embeddings of these notes (float32 arrays), for those the model could read.
+
+        `addresses` (from a scope's scan, `ScopeRows.addresses`): where some of them were. Those still in
+        a fragment of the table are read there (0.5 ms for a few, where the id index's lookup costs
+        2 to 4 ms: docs/scale.md, "Scale"); a fragment compaction rewrote is gone, and its notes are read by id."""
+        ids = list(dict.fromkeys(ids))
+        table = self.notes_table()
+        if not ids or table is None:
+            return {}
+        found: dict[str, np.ndarray] = {}
+        located = {i: addresses[i] for i in ids if i in addresses} if addresses and self.reads_vectors_along else {}
+        if located:
+            taken = self._read(lambda: self._taken(table, located))
+            found = {i: vector for i, vector in taken.items() if vector is not None}
+            ids = [i for i in ids if i not in taken]
+        if ids:
+            clause = where.all_of(where.id_in(ids), where.model_could_read())
+            rows = _rows_with_vectors(self._scan(table, ["id", "dense_ok", "vector"], clause))
+            found |= {row["id"]: vector for row, vector in rows if vector is not None}
+        return found
+
+    def _taken(self, table: Table, addresses: Mapping[str, int]) -> dict[str, np.ndarray | None]:
+        """The embeddings at `addresses` that are still there (None: the model could not read that note),
+        by id; a note whose fragment is gone is left out."""
+        view = self._view(table)
+        fragments = {f.fragment_id for f in view.get_fragments()}
+        here = {i: a for i, a in addresses.items() if a >> 32 in fragments}  # the fragment's id, above the offset
+        if not here:
+            return {}
+        # an unstable Lance API: pyproject.toml holds pylance to 13.x, and a test reads through it
+        rows = _rows_with_vectors(view._take_rows(list(here.values()), columns=["id", "dense_ok", "vector"]))
+        return {row["id"]: _readable(row, vector) for row, vector in rows if row["id"] in here}
+
+    def events_version(self) -> int:
+        return int(self._view(self.events_table()).version)
+
+    def scope_events(self, scope: str) -> tuple[int, list[Event]]:
+        """Every event of a scope, and the table version it was read at (read first: see graph.py)."""
+        table = self.events_table()
+
+        def read() -> tuple[int, pa.Table]:
+            view = self._view(table)
+            return view.version, view.to_table(filter=where.scope_is(scope), prefilter=True)
+
+        version, rows = self._read(read)
+        return version, [_event_from_row(row) for row in rows.to_pylist()]
+
+    def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
+        """Every note of a scope but those `leave_out` names, in one scan without the vectors (None while
+        the store has no notes table)."""
+        table = self.notes_table()
+        if table is None:
+            return None
+        return ScopeRows(self._scan(table, _NOTE_COLUMNS, where.scope_is(scope), with_row_id=True), leave_out)
+
+    def tombstone(self, note_id: str) -> Event | None:
+        """The `forgets` event of a note, if it was forgotten."""
+        clause = where.all_of(where.id_in([note_id], "dst"), where.kind_is(EventKind.FORGETS.value))
+        rows = self._scan(self.events_table(), None, clause, limit=1).to_pylist()
+        return _event_from_row(rows[0]) if rows else None
+
+    def event(self, event_id: str) -> Event | None:
+        rows = self._scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
+        return _event_from_row(rows[0]) if rows else None
+
+    def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[Hit]:
+        """The `limit` notes of a scope nearest `vector` by cosine, best first (see `Hit`)."""
+        table = self.notes_table()
+        if table is None:
+            return []
+        query = np.asarray(vector, np.float32)
+        nearest: dict[str, Any] = {"column": "vector", "q": query, "k": limit, "metric": "cosine"}
+        exact = self._searched_exactly(table, scope)
+        if exact:
+            nearest["use_index"] = False
+        else:
+            nearest["nprobes"] = limits.VECTOR_PROBES
+        rows, view = self._search(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
+        if rows and rows[0][1] is not None:  # exact, from the stored vectors read along
+            similarities = _cosines(query, [stored for _, stored in rows])
+        elif not exact and _wholly_indexed(view):  # on a bucket: reading the hits' vectors is a request each
+            similarities = [1.0 - row["_distance"] / 2 for row, _ in rows]
+        else:
+            similarities = [1.0 - row["_distance"] for row, _ in rows]
+        return [
+            Hit(row["id"], similarity, row["dense_ok"], _readable(row, stored))
+            for (row, stored), similarity in zip(rows, similarities, strict=True)
+        ]
+
+    @property
+    def reads_vectors_along(self) -> bool:
+        """Whether reads by id bring the rows' vectors along (for recall's exact similarities and its
+        near-duplicate pass): in a directory that costs about nothing; on an object store it is about a
+        request a row, so there they are read apart, for the heads alone (`vectors`)."""
+        return not self._remote
+
+    @property
+    def _vector_column(self) -> list[str]:
+        return ["vector"] if self.reads_vectors_along else []
+
+    def _searched_exactly(self, table: Table, scope: str) -> bool:
+        """Whether a scope's vectors are searched without the index: while there is none, and for a
+        scope too small to have earned one, whose rows are scattered over the index's partitions."""
+        now = time.monotonic()
+        if not self._vector_indexed:
+            if now - self._vector_index_checked < limits.SCOPE_SIZE_TTL:
+                return True
+            self._vector_index_checked = now
+            table.checkout_latest()  # another process may have made it since this one looked
+            self._vector_indexed = _has_vector_index(table)
+            if not self._vector_indexed:
+                return True
+        checked, rows = self._scope_rows.get(scope, (-limits.SCOPE_SIZE_TTL, 0))
+        if now - checked >= limits.SCOPE_SIZE_TTL:
+            rows = self._read(lambda: self._view(table).count_rows(where.scope_is(scope)))
+            self._scope_rows[scope] = (now, rows)
+        return rows < limits.VECTOR_INDEX_AT
+
+    def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[Hit]:
+        """The `limit` notes of a scope that match `query`'s words best, by full-text score (see `Hit`)."""
+        from lance.query import MatchQuery
+
+        table = self.notes_table()
+        if table is None or not query.strip():
+            return []
+        found, _ = self._search(
+            table, ["id", "_score", "dense_ok"], where.in_scope(scope, at),
+            full_text_query=MatchQuery(query, "text"), limit=limit,
+        )  # fmt: skip
+        return [Hit(row["id"], float(row["_score"]), row["dense_ok"], _readable(row, stored)) for row, stored in found]
+
+    def count(self) -> dict[str, int]:
+        table = self.notes_table()
+        notes = self._view(table).count_rows() if table is not None else 0
+        return {"notes": notes, "events": self._view(self.events_table()).count_rows()}
+
+    # -- reading whole scopes: browsing and export (browse.py, transfer.py), not recall ----------
+
+    def scope_notes(self, scope: str, with_vectors: bool = False) -> list[tuple[Note, list[float] | None]]:
+        """Every note of a scope, once each, with its stored embedding if asked for."""
+        table = self.notes_table()
+        if table is None:
+            return []
+        columns = [*_NOTE_COLUMNS, "vector"] if with_vectors else _NOTE_COLUMNS
+        rows = _first_of_each_id(self._scan(table, columns, where.scope_is(scope)).to_pylist())
+        return [(_note_from_row(row), row.get("vector")) for row in rows]
+
+    def scopes(self) -> dict[str, dict[str, Any]]:
+        """Each scope with its stored notes and events and the time of its latest note, read from the
+        scope and time columns alone."""
+        found: dict[str, dict[str, Any]] = {}
+        for name, table in self._tables().items():
+            columns = ["scope", "recorded_at_us"] if name == NOTES else ["scope"]
+            rows = self._scan(table, columns)
+            aggregations = [("scope", "count")] + ([("recorded_at_us", "max")] if name == NOTES else [])
+            for row in rows.group_by("scope").aggregate(aggregations).to_pylist():
+                entry = found.setdefault(row["scope"], {"notes": 0, "events": 0, "latest_note_at": None})
+                entry[name] = row["scope_count"]
+                if name == NOTES:
+                    entry["latest_note_at"] = _from_us(row["recorded_at_us_max"])
+        return found
+
+
+def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        seen.setdefault(row["id"], row)
+    return list(seen.values())
+
+
+def _readable(row: dict[str, Any], vector: np.ndarray | None) -> np.ndarray | None:
+    """A stored embedding, if the model could read its note's text (`dense_ok`): else it is the
+    embedding of unknown tokens, near everything such alike."""
+    return vector if vector is not None and row["dense_ok"] else None
+
+
+def _cosines(query: np.ndarray, vectors: Sequence[np.ndarray | None]) -> list[float]:
+    """The exact cosine of `query` with each of `vectors`, in one product, in float64 (0 for a zero vector)."""
+    rows = np.stack([np.asarray(v, np.float64) for v in vectors])
+    query = np.asarray(query, np.float64)
+    norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(query)
+    dots = rows @ query
+    cosines: list[float] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
+    return cosines
+
+
+def _rows_with_vectors(found: pa.Table) -> list[tuple[dict[str, Any], np.ndarray | None]]:
+    """The first row of each id, with its stored embedding if the read selected it (as a float32 array,
+    not 384 Python floats; see `_readable` for whether it means anything)."""
+    vectors: list[np.ndarray | None] = [None] * found.num_rows
+    if "vector" in found.column_names:
+        if found.num_rows:
+            column = found["vector"].combine_chunks()
+            matrix = column.flatten().to_numpy().astype(np.float32).reshape(found.num_rows, -1)
+            vectors = list(matrix)
+        found = found.drop_columns(["vector"])
+    seen: dict[str, tuple[dict[str, Any], np.ndarray | None]] = {}
+    for row, vector in zip(found.to_pylist(), vectors, strict=True):
+        seen.setdefault(row["id"], (row, vector))
+    return list(seen.values())

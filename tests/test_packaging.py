@@ -1,14 +1,17 @@
 """What the public index gets: `python -m build` makes the sdist and the wheel, `twine check` passes
-(the long description renders), and the metadata says what the project is. And uv, run in a clone,
-takes torch from PyTorch's CPU index on Linux and from PyPI elsewhere ([tool.uv.sources]).
+(the long description renders), and the metadata says what the project is. How torch's CPU build
+is had: uv, run in a clone, takes it from PyTorch's CPU index on Linux and from PyPI elsewhere
+([tool.uv.sources]); installed from the wheel, uv's --torch-backend=cpu and pip's --extra-index-url
+take it from that index (tests/cpu_index.py stands in for it at its own URL).
 
-Slow (about 20 s): the build runs in an isolated environment that pip fills from the index, and uv
-reads package metadata from PyPI."""
+Slow (about 30 s, most of it pip resolving the wheel's dependencies): the build runs in an isolated
+environment that pip fills from the index, and uv and pip read package metadata from PyPI."""
 
 from __future__ import annotations
 
 import email.parser
 import email.policy
+import json
 import os
 import re
 import shutil
@@ -209,3 +212,68 @@ def test_without_the_clones_sources_linux_gets_cuda(clone: Path) -> None:
     pins = compile_.stdout.split()
     assert "torch==2.13.0" in pins
     assert [p for p in pins if p.startswith("nvidia-")]
+
+
+# -- the published package: what the README's one-liners do --------------------------------------
+# Installed from PyPI, the wheel's metadata is all an installer sees: no [tool.uv.sources]. The
+# built wheel stands in for the published one, and tests/cpu_index.py for PyTorch's CPU index at
+# its own URL (unreachable from here); PyPI is the real one.
+
+
+def _torch_wheel(tmp: Path) -> Path:
+    """The CPU build of torch 2.13.0 that pip installs here."""
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "torch==2.13.0", "-d", str(tmp)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    (wheel,) = tmp.glob("torch-2.13.0+cpu-*.whl")
+    return wheel
+
+
+def test_uv_with_torch_backend_cpu_takes_torch_from_the_cpu_index(dist: Path, tmp_path: Path) -> None:
+    """`uvx --torch-backend cpu corrigenda serve` (server.json's runtimeArguments, the README's uv
+    line): uv's option, not the package, sends torch to PyTorch's CPU index. Resolved with
+    `uv pip install --dry-run`, the same resolver and option as uvx and `uv tool install`."""
+    from .cpu_index import HOST, pytorch_cpu_index
+
+    venv = tmp_path / "venv"
+    subprocess.run([BIN / "uv", "venv", "-q", "--python", sys.executable, venv], check=True, timeout=120)
+    torch = _torch_wheel(tmp_path / "wheels")
+    with pytorch_cpu_index(torch) as index:
+        install = subprocess.run(
+            [BIN / "uv", "pip", "install", "--dry-run", "--torch-backend", "cpu", "--python", venv / "bin" / "python",
+             _wheel(dist)],
+            capture_output=True, text=True, timeout=600, env={**os.environ, **index.env},
+        )  # fmt: skip
+        asked = index.requests
+    assert install.returncode == 0, install.stderr[-3000:]
+    assert re.search(r"^ \+ torch==2\.13\.0\+cpu$", install.stderr, re.M), install.stderr[-3000:]
+    assert not re.search(r"^ \+ (nvidia-|triton|cuda-)", install.stderr, re.M)
+    assert f"{HOST} GET /whl/cpu/torch/" in asked
+    # Only torch went to that index (its metadata may come from uv's cache); the rest from PyPI.
+    paths = {r.split()[2] for r in asked if r.startswith(f"{HOST} GET ")}
+    assert paths <= {"/whl/cpu/torch/", f"/whl/cpu/{torch.name}.metadata"}
+
+
+def test_pip_with_the_cpu_index_takes_cpu_torch(dist: Path, tmp_path: Path) -> None:
+    """`pip install --extra-index-url https://download.pytorch.org/whl/cpu corrigenda` (the README's
+    pip and pipx lines): PyPI's torch 2.13.0 and the CPU index's 2.13.0+cpu both satisfy the
+    wheel's torch==2.13.0, and pip takes the higher, +cpu."""
+    from .cpu_index import HOST, pytorch_cpu_index
+
+    report = tmp_path / "report.json"
+    # No pip configuration: this machine's would offer the CPU wheel from its own disk.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    with pytorch_cpu_index(_torch_wheel(tmp_path / "wheels")) as index:
+        install = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q", "--report", report,
+             "--extra-index-url", f"https://{HOST}/whl/cpu", _wheel(dist)],
+            capture_output=True, text=True, timeout=900, env={**env, **index.env},
+        )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-3000:]
+    installs = {i["metadata"]["name"]: i for i in json.loads(report.read_text(encoding="utf-8"))["install"]}
+    torch = installs["torch"]
+    assert torch["metadata"]["version"] == "2.13.0+cpu"
+    assert torch["download_info"]["url"].startswith(f"https://{HOST}/whl/cpu/torch-2.13.0")
+    assert not [n for n in installs if n.lower().startswith(("nvidia-", "triton", "cuda-"))]

@@ -23,11 +23,17 @@ from .launch import OFFLINE, serve_and_ask
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
 JSON_FILES = sorted(MANIFESTS.rglob("*.json"))
-VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+VERSION = PROJECT["version"]
 
 
 def load(relative: str) -> Any:
     return json.loads((MANIFESTS / relative).read_text(encoding="utf-8"))
+
+
+def _pypi_package(server: dict[str, Any]) -> dict[str, Any]:
+    (package,) = [p for p in server["packages"] if p["registryType"] == "pypi"]
+    return package
 
 
 def check_launch(command: str, args: list[str]) -> None:
@@ -127,17 +133,47 @@ def test_server_json_matches_the_package() -> None:
     assert re.fullmatch(r"[a-zA-Z0-9.-]+/[a-zA-Z0-9._-]+", data["name"])
     assert 1 <= len(data["description"]) <= 100
     assert data["version"] == VERSION
-    (package,) = data["packages"]
-    assert package["registryType"] == "pypi"
-    assert package["identifier"] == "corrigenda"
+    assert [p["registryType"] for p in data["packages"]] == ["pypi", "mcpb"]
+    package = _pypi_package(data)
+    assert package["identifier"] == PROJECT["name"]
     assert package["version"] == VERSION
     assert package["transport"] == {"type": "stdio"}
+    # A registry client runs `uvx --torch-backend cpu corrigenda serve`: the published wheel cannot
+    # name PyTorch's CPU index, and PyPI's Linux torch is a CUDA build.
+    assert package["runtimeHint"] == "uvx"
+    (backend,) = package["runtimeArguments"]
+    assert (backend["type"], backend["name"], backend["value"]) == ("named", "--torch-backend", "cpu")
     args = [a["value"] for a in package["packageArguments"] if a["type"] == "positional"]
     check_launch(package["identifier"], args)
     env = {v["name"]: v for v in package["environmentVariables"]}
     assert {"CORRIGENDA_DB", "CORRIGENDA_SCOPE", "CORRIGENDA_MODEL"} <= env.keys()
     check_env(env)
     assert all(v.get("description") for v in env.values())
+
+
+def test_server_json_names_the_release_bundle() -> None:
+    """The mcpb package is the .mcpb that the release workflow attaches to the GitHub release of
+    this version; its hash is a placeholder that the workflow fills in (manifests/server_json.py)."""
+    data = load("server.json")
+    (bundle,) = [p for p in data["packages"] if p["registryType"] == "mcpb"]
+    repository = data["repository"]["url"]
+    assert data["repository"]["source"] == "github"
+    assert repository in PROJECT["urls"].values()
+    name = f"{load('mcpb/manifest.json')['name']}-{VERSION}.mcpb"  # what manifests/mcpb/build.py writes
+    assert bundle["identifier"] == f"{repository}/releases/download/v{VERSION}/{name}"
+    assert "mcp" in bundle["identifier"]  # the registry asks for it in an mcpb URL
+    assert bundle["version"] == VERSION
+    assert re.fullmatch(r"[a-f0-9]{64}", bundle["fileSha256"])  # the schema's pattern
+    assert bundle["fileSha256"] == "0" * 64
+    assert bundle["transport"] == {"type": "stdio"}
+
+
+def test_the_published_readme_proves_the_server_name() -> None:
+    """The MCP registry checks a PyPI package's ownership by an `mcp-name:` line in its long
+    description, which is the README."""
+    assert PROJECT["readme"]["file"] == "README.md"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(rf"mcp-name: {re.escape(load('server.json')['name'])}(\s|-->)", readme)
 
 
 # `claude mcp add` options (Claude Code's commander definition): which take one value, which
@@ -242,7 +278,7 @@ def client_launches() -> dict[str, tuple[str, list[str], dict[str, str]]]:
     launches["claude_code"] = (command, args, dict(kv.split("=", 1) for kv in parsed["options"].get("e", [])))
     # A registry client runs the package's command (its runtimeHint, uvx, would fetch the package
     # from PyPI first) with the positional arguments and each variable that has a default.
-    (package,) = load("server.json")["packages"]
+    package = _pypi_package(load("server.json"))
     args = [a["value"] for a in package["packageArguments"] if a["type"] == "positional"]
     env = {v["name"]: v["default"] for v in package["environmentVariables"] if "default" in v}
     launches["server.json"] = (package["identifier"], args, env)

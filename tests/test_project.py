@@ -12,16 +12,11 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
 from corrigenda.server import install
-from corrigenda.server.app import build_server
-from corrigenda.server.config import Settings
 from corrigenda.server.project import project_scope, resolve, scope_from_root
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 from mcp import Client
@@ -32,20 +27,10 @@ from .conftest import call, call_error
 from .launch import OFFLINE, serve_and_ask
 from .test_cli import CORRIGENDA
 from .test_processes import serve_http
-from .test_scopes import roots
+from .test_scopes import roots, session
 from .test_ui import free_port
 
 pytestmark = pytest.mark.anyio
-
-
-@asynccontextmanager
-async def session(
-    db: str, embedder: SentenceTransformerEmbedder, project: str | None = None, **client: Any
-) -> AsyncIterator[Client]:
-    """An in-memory session, with the initialize handshake of the clients that offer roots."""
-    server = build_server(Settings(db=db, project=project), lambda settings: Memory(settings.db, embedder))
-    async with Client(server, raise_exceptions=True, mode="legacy", **client) as connected:
-        yield connected
 
 
 @pytest.fixture

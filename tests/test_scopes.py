@@ -32,9 +32,9 @@ def roots(*uris: str) -> Callable[..., Any]:
 
 @asynccontextmanager
 async def session(
-    db: str, embedder: SentenceTransformerEmbedder, scope: str | None = None, **client: Any
+    db: str, embedder: SentenceTransformerEmbedder, scope: str | None = None, project: str | None = None, **client: Any
 ) -> AsyncIterator[Client]:
-    server = build_server(Settings(db=db, scope=scope), lambda settings: Memory(settings.db, embedder))
+    server = build_server(Settings(db=db, scope=scope, project=project), lambda settings: Memory(settings.db, embedder))
     # The initialize handshake, as the clients that offer roots speak it today.
     async with Client(server, raise_exceptions=True, mode="legacy", **client) as connected:
         yield connected

@@ -36,7 +36,7 @@ def build_wheel(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp)
-        for name in ("pyproject.toml", "README.md"):
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
             shutil.copy2(ROOT / name, source / name)
         for package in ("store", "server"):
             shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))

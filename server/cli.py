@@ -419,8 +419,7 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     from .http import RefusedToListen, serve_http
     from .stdio import serve_stdio
 
-    if new_store:
-        sys.stderr.write(f"corrigenda: no store at {settings.db} yet; the first write makes it\n")
+    notices = [f"no store at {settings.db} yet; the first write makes it"] if new_store else []
     server = build_server(settings)
     if settings.transport == "http":
         try:
@@ -432,10 +431,12 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
 
                 beside = build_memory(settings)
                 serve_ui_beside(beside, _resolve_scope(settings, beside), settings.host, settings.ui_port)
-            serve_http(server, settings)
+            serve_http(server, settings, notices)
         except (RefusedToListen, CorrigendaError) as exc:
             return _fail(str(exc))
     else:
+        for notice in notices:
+            sys.stderr.write(f"corrigenda: {notice}\n")
         if sys.stdin.isatty():  # a person ran it in a terminal: say why it looks idle
             sys.stderr.write(
                 "corrigenda: an MCP server on stdio, waiting for a client's messages on stdin (an MCP client "

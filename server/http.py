@@ -14,6 +14,7 @@ import hmac
 import ipaddress
 import socket
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -96,8 +97,9 @@ def check_port(host: str, port: int, flag: str) -> None:
             ) from None
 
 
-def serve_http(server: MCPServer[Any], settings: Settings) -> None:
-    """Listen until stopped; `server` must have been built with `auth(settings)`."""
+def serve_http(server: MCPServer[Any], settings: Settings, notices: Sequence[str] = ()) -> None:
+    """Listen until stopped; `server` must have been built with `auth(settings)`. `notices`: lines for
+    stderr after the one saying where it listens."""
     where = netloc(settings.host, settings.port)
     if settings.token is None and not is_loopback(settings.host):
         raise RefusedToListen(
@@ -116,6 +118,8 @@ def serve_http(server: MCPServer[Any], settings: Settings) -> None:
     sys.stderr.write(
         f"corrigenda: listening on http://{where}{PATH}; {access}; allowed Host: {', '.join(security.allowed_hosts)}{hint}\n"
     )
+    for notice in notices:
+        sys.stderr.write(f"corrigenda: {notice}\n")
     sys.stderr.flush()
     server.run(
         "streamable-http", host=settings.host, port=settings.port, streamable_http_path=PATH,

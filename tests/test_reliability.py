@@ -28,6 +28,8 @@ from lance import LanceDataset
 from lance.file import LanceFileReader
 from lancedb.table import LanceTable
 
+from .test_transfer import trailed
+
 
 class Cut(Exception):
     """The injected failure: the process died here."""
@@ -559,7 +561,7 @@ def vector_index_rows(uri: str) -> set[int]:
 def notes_with_random_vectors(count: int, dimension: int, model: str) -> list[str]:
     """An export of `count` notes whose vectors are given (random), so importing them embeds nothing."""
     rng = np.random.default_rng(7)
-    header = {"type": "corrigenda-export", "version": 1, "exported_at": "2026-12-01T00:00:00Z", "model": model,
+    header = {"type": "corrigenda-export", "version": 2, "exported_at": "2026-12-01T00:00:00Z", "model": model,
               "dimension": dimension, "vectors": True, "scopes": ["default"]}  # fmt: skip
     lines = [json.dumps(header)]
     for i in range(count):
@@ -567,7 +569,7 @@ def notes_with_random_vectors(count: int, dimension: int, model: str) -> list[st
                     recorded_at=datetime(2026, 11, 1, tzinfo=UTC) + timedelta(seconds=i))  # fmt: skip
         vector = rng.standard_normal(dimension).astype(np.float32).tolist()
         lines.append(json.dumps({"type": "note", **note.model_dump(mode="json"), "vector": vector}))
-    return lines
+    return trailed(lines)
 
 
 @pytest.mark.parametrize(

@@ -111,6 +111,7 @@ class Memory:
         self.embedder = embedder or SentenceTransformerEmbedder()
         self.clock = clock
         self.settings = settings or RetrievalSettings()
+        self._written = threading.local()  # the events table's version of this thread's last write
 
     def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:
         """Open the database and load the model in the background, then call `then` (on that thread,
@@ -253,6 +254,8 @@ class Memory:
         edges = [(EventKind.SUPERSEDES, note_id)] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, old.scope, reason, actor, now) for k, t in edges]
         after = self._write(before, events, (note, embedding.result(), self.embedder.readable(note.text)))
+        if not fork:
+            self._withdraw_if_raced(before, note, note_id, actor)
         return Corrected(
             note=note_view(note, after), supersedes=note_id, event=event_view(events[0], after),
             chain=build_chain(after, note_id),
@@ -549,7 +552,8 @@ class Memory:
         self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float], bool] | None = None
     ) -> Fold:
         """Append `events` and then `note` (with its vector and whether the model could read it; its
-        row is the commit point), and fold them into `before`."""
+        row is the commit point), and fold them into `before`. The events table's version the edges
+        made is `self._written.version` (on this thread)."""
         new_notes = []
         if note is not None:
             stored, vector, readable = note
@@ -562,6 +566,7 @@ class Memory:
             version = self.tables.add_events(events)
         if events and version is not None:
             self.graphs.appended(events[0].scope, events, version)
+        self._written.version = version
         at = max([before.at, *(n.recorded_at for n in new_notes)])
         return fold([*before.notes.values(), *new_notes], [*before.events, *events], at)
 
@@ -575,6 +580,31 @@ class Memory:
         """The first of `notes` that is current: for a remember, among the candidates of the similar-notes
         search with exactly its text (an identical text is its closest match, densely and by words)."""
         return next((n for n in notes if n.id in before.notes and before.state(n.id) is NoteState.ACTIVE), None)
+
+    def _withdraw_if_raced(self, before: Fold, note: Note, note_id: str, actor: str | None) -> None:
+        """The guard rail of `_current_or_refuse`, under a race: another writer's correction of `note_id`
+        committed between this one's check and its write. The later commit loses (each writer sees the
+        edges committed before its own): its note is withdrawn (revoked, naming the winner) and the
+        caller gets the guard rail's error. Where the version before this write is no longer kept, the
+        earlier (recorded_at, id) wins."""
+        mine = self._written.version
+        raced = self.tables.committed_before(mine, EventKind.SUPERSEDES, note_id) if mine is not None else None
+        if raced is None:  # that version is gone: order by the events' own times
+            raced = [e for e in self.graphs.get(note.scope).events.values() if e.kind is EventKind.SUPERSEDES
+                     and e.dst == note_id and (e.recorded_at, e.id) < (note.recorded_at, note.id)]  # fmt: skip
+        known = {e.id for e in before.events}  # what the check saw: a correction revoked since, say
+        winners = [e for e in raced if e.id not in known and e.src != note.id]
+        if not winners:
+            return
+        winner = min(winners, key=lambda e: (e.recorded_at, e.id)).src
+        reason = f"withdrawn: {winner} corrected {note_id} first, while this correction was being written"
+        revoked = self._event(EventKind.REVOKES, None, note.id, note.scope, reason, actor, self.clock())
+        self._write(self._load(note.scope, self.clock(), [note]), [revoked])
+        raise Conflict(
+            f"note_id: {note_id} was corrected by {winner} while this correction was being written, so this one "
+            f"({note.id}) is withdrawn. To update the fact, correct the current note ({winner}) instead; to keep a "
+            "second current version beside it on purpose, pass fork=true"
+        )
 
     @staticmethod
     def _current_or_refuse(before: Fold, note_id: str) -> None:
@@ -729,7 +759,7 @@ class Memory:
             return
         names = list(counts)
         nearest = difflib.get_close_matches(scope, names, n=SCOPES_NAMED, cutoff=0.0) if len(names) > 1 else names
-        listed = ", ".join(f"{name!r} ({counts[name].notes} notes)" for name in nearest)
+        listed = ", ".join(f"{name!r} ({_count(counts[name].notes, 'note')})" for name in nearest)
         more = f", and {len(names) - len(nearest)} more (`scopes` lists them)" if len(names) > len(nearest) else ""
         raise InvalidArgument(
             "scope",
@@ -766,3 +796,7 @@ class Memory:
         imported = transfer.import_parsed(self.tables, self.embedder, parsed, progress)
         self.graphs.forget()  # its events were appended outside the graphs' bookkeeping
         return imported
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

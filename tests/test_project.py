@@ -140,6 +140,6 @@ async def test_reading_a_mistyped_scope_names_the_nearest_and_writing_a_new_one_
         ):
             error = await call_error(client, tool, **arguments)
             assert "nothing was ever stored in scope 'biling'" in error, tool
-            assert error.index("'billing' (2 notes)") < error.index("'search' (1 notes)"), error  # nearest first
+            assert error.index("'billing' (2 notes)") < error.index("'search' (1 note)"), error  # nearest first
         text = (await client.call_tool("remember", {"text": "Docs live in the wiki", "scope": "docs"})).content[0]
         assert "Scope 'docs' held nothing before: this note made it." in text.text  # type: ignore[union-attr]

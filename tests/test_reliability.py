@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import ducer
 import numpy as np
 import pyarrow as pa
 import pytest
-from corrigenda.store import Draft, Memory, NotFound, SentenceTransformerEmbedder
+from corrigenda.store import Conflict, Draft, Memory, NotFound, SentenceTransformerEmbedder
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.model import EventKind, Note, NoteState
 from corrigenda.store.storage import limits
@@ -611,3 +612,90 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
         assert address not in vector_index_rows(memory.tables.uri), step
     recalled = memory.recall("zebra quartz locker code").chains
     assert not any("zebra" in note.text for chain in recalled for note in chain.heads)
+
+
+def race_corrections(first: Memory, second: Memory, rounds: int) -> list[tuple[str, str]]:
+    """`rounds` times, two writers correct one note at the same moment; each round's (outcome, error)."""
+    results = []
+    for round_ in range(rounds):
+        old = first.remember(Draft(text=f"Round {round_}: the deploy window is Tuesday")).note
+        second.history(old.id)  # the second writer has read the scope, as a running server would have
+        barrier = threading.Barrier(2)
+        outcomes: list[tuple[str, str]] = []
+
+        def correct(
+            memory: Memory, day: str, barrier: threading.Barrier = barrier, old_id: str = old.id,
+            outcomes: list[tuple[str, str]] = outcomes,
+        ) -> None:  # fmt: skip
+            barrier.wait()
+            try:
+                done = memory.correct(old_id, Draft(text=f"The deploy window is {day}"), reason="moved")
+                outcomes.append(("corrected", done.note.id))
+            except Conflict as exc:
+                outcomes.append(("refused", str(exc)))
+
+        threads = [threading.Thread(target=correct, args=args) for args in ((first, "Wednesday"), (second, "Friday"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        chain = first.history(old.id).chain
+        assert chain.status.value == "current" and len(chain.heads) == 1, (round_, outcomes)
+        assert sorted(kind for kind, _ in outcomes) == ["corrected", "refused"], outcomes
+        (winner,) = [detail for kind, detail in outcomes if kind == "corrected"]
+        (error,) = [detail for kind, detail in outcomes if kind == "refused"]
+        assert chain.heads[0].id == winner and winner in error, (winner, error)  # the error names the new head
+        results.extend(outcomes)
+    return results
+
+
+def test_two_writers_correcting_one_note_at_once_leave_one_current_and_tell_the_other(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Each writer's guard rail passes before either writes; the later commit withdraws its own note
+    (a revokes naming the winner) and refuses, naming the new head: 0 contested in 20 rounds."""
+    race_corrections(Memory(db, embedder), Memory(db, embedder), rounds=20)  # as two server processes
+
+
+def _correct_in_a_process(db: str, ids: list[str], day: str, barrier: Any, results: Any) -> None:
+    """A writer process: after each round's barrier, correct that round's note; report each outcome."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    memory = Memory(db)
+    memory.embedder.embed(["load"])
+    for round_, old_id in enumerate(ids):
+        memory.history(old_id)  # read the scope first, as a running server would have
+        barrier.wait(timeout=120)
+        try:
+            done = memory.correct(old_id, Draft(text=f"Round {round_}: the deploy window is {day}"), reason="moved")
+            results.put((round_, "corrected", done.note.id))
+        except Conflict as exc:
+            results.put((round_, "refused", str(exc)))
+    memory.close()
+
+
+@pytest.mark.slow
+def test_two_processes_correcting_one_note_at_once_leave_one_current_and_tell_the_other(memory: Memory) -> None:
+    rounds = 20
+    ids = [memory.remember(Draft(text=f"Round {r}: the deploy window is Tuesday")).note.id for r in range(rounds)]
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(2), spawn.Queue()
+    writers = [
+        spawn.Process(target=_correct_in_a_process, args=(memory.tables.uri, ids, day, barrier, results))
+        for day in ("Wednesday", "Friday")
+    ]
+    for writer in writers:
+        writer.start()
+    outcomes: dict[int, list[tuple[str, str]]] = {}
+    for _ in range(2 * rounds):
+        round_, kind, detail = results.get(timeout=600)
+        outcomes.setdefault(round_, []).append((kind, detail))
+    for writer in writers:
+        writer.join(timeout=120)
+    contested = 0
+    for round_, old_id in enumerate(ids):
+        chain = memory.history(old_id).chain
+        contested += chain.status.value == "contested"
+        assert sorted(kind for kind, _ in outcomes[round_]) == ["corrected", "refused"], outcomes[round_]
+        (winner,) = [detail for kind, detail in outcomes[round_] if kind == "corrected"]
+        assert [h.id for h in chain.heads] == [winner]
+    assert contested == 0

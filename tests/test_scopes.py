@@ -90,7 +90,7 @@ async def test_without_a_configured_scope_the_clients_root_chooses_it(
         # nothing there yet, while another scope holds notes: an error naming it, not an empty memory
         empty = await call_error(client, "recall_chains", query="which port does the api listen on?")
         assert f"nothing was ever stored in scope {scope_from_root(second)!r}" in empty
-        assert f"the nearest scopes: {scope_from_root(first)!r} (1 notes)" in empty
+        assert f"the nearest scopes: {scope_from_root(first)!r} (1 note)" in empty
         other = (await call(client, "remember", text="The old api listened on port 7070"))["note"]
         assert other["scope"] == scope_from_root(second) != note["scope"]
     async with session(db, embedder) as client:  # a client with no roots

@@ -16,6 +16,7 @@ from ..model import Event, EventKind, Note
 from . import limits
 from .handles import Handles
 from .indexes import _has_vector_index, _wholly_indexed
+from .retry import _missing_file
 from .schema import _NOTE_COLUMNS, NOTES, Hit, ScopeRows, _event_from_row, _from_us, _note_from_row
 
 if TYPE_CHECKING:
@@ -128,6 +129,24 @@ class Search(Handles):
     def event(self, event_id: str) -> Event | None:
         rows = self._scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
         return _event_from_row(rows[0]) if rows else None
+
+    def committed_before(self, version: int, kind: EventKind, dst: str) -> list[Event] | None:
+        """The `kind` events naming `dst` that were committed before `version` of the events table: what a
+        write that made `version` raced with (Lance commits one version at a time). None when that
+        version is no longer kept (an erasure pass keeps only the latest)."""
+        table = self.events_table()
+        clause = where.all_of(where.id_in([dst], "dst"), where.kind_is(kind.value))
+
+        def read() -> pa.Table:
+            return self._view(table).checkout_version(version - 1).to_table(filter=clause)
+
+        try:
+            rows = read()
+        except Exception as exc:  # that version's manifest or files are gone
+            if not _missing_file(exc):
+                raise
+            return None
+        return [_event_from_row(row) for row in rows.to_pylist()]
 
     def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[Hit]:
         """The `limit` notes of a scope nearest `vector` by cosine, best first (see `Hit`)."""

@@ -73,7 +73,7 @@ def test_a_scope_lists_current_and_history_newest_first_in_pages(mem: Memory, cl
 def test_an_unknown_scope_is_named_with_the_scopes_that_exist(mem: Memory) -> None:
     mem.remember(Draft(text="The service listens on 8080"), scope="ops")
     for attempt in (lambda: mem.list_notes("osp"), lambda: mem.changes(T0, scope="osp")):
-        with pytest.raises(InvalidArgument, match=r"scope 'osp'.*'ops' \(1 notes\)"):
+        with pytest.raises(InvalidArgument, match=r"scope 'osp'.*'ops' \(1 note\)"):
             attempt()
     with pytest.raises(InvalidArgument, match="state"):
         mem.list_notes("ops", "stale")  # type: ignore[arg-type]

@@ -35,6 +35,27 @@ HOST = "download.pytorch.org"
 PREFIX = "/whl/cpu/"  # the CPU index is https://download.pytorch.org/whl/cpu
 
 
+def torch_wheel(folder: Path, pattern: str = "torch-*.whl") -> Path:
+    """The torch 2.13.0 wheel pip installs here (the machine's CPU build), downloaded into `folder`."""
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "torch==2.13.0", "-d", str(folder)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    (wheel,) = folder.glob(pattern)
+    return wheel
+
+
+def local_torch_index(tmp: Path) -> str:
+    """A one-package simple index (PEP 503) on disk holding that wheel, standing in for PyTorch's CPU
+    index where a file URL will do (a project's own configuration names the index)."""
+    wheel = torch_wheel(tmp / "wheels")
+    page = tmp / "simple" / "torch" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<html><body><a href="{wheel.as_uri()}">{wheel.name}</a></body></html>\n', encoding="utf-8")
+    return (tmp / "simple").as_uri()
+
+
 @dataclass
 class StandIn:
     env: dict[str, str]  # the installer's environment: the proxy and the trust it needs

@@ -32,6 +32,7 @@ from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 from mcp.client.stdio import StdioServerParameters
 
+from .cpu_index import local_torch_index
 from .launch import OFFLINE, serve_and_ask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,21 +94,6 @@ def test_the_built_manifest_lists_every_registered_tool(unpacked: Path, tmp_path
         assert " ".join((registered[tool["name"]].description or "").split()).startswith(tool["description"])
 
 
-def _local_torch_index(tmp: Path) -> str:
-    """A one-package simple index (PEP 503) holding the torch wheel pip installs here."""
-    wheels = tmp / "wheels"
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "torch==2.13.0", "-d", str(wheels)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert pip.returncode == 0, pip.stderr[-2000:]
-    (wheel,) = wheels.glob("torch-*.whl")
-    page = tmp / "simple" / "torch" / "index.html"
-    page.parent.mkdir(parents=True)
-    page.write_text(f'<html><body><a href="{wheel.as_uri()}">{wheel.name}</a></body></html>\n', encoding="utf-8")
-    return (tmp / "simple").as_uri()
-
-
 def _host_env() -> dict[str, str]:
     """This environment with the venv's bin (uv) first on PATH and no managed-Python downloads."""
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "UV_PYTHON_DOWNLOADS": "never"}
@@ -123,7 +109,7 @@ async def test_uv_installs_the_bundle_and_its_mcp_config_serves(unpacked: Path, 
     project = unpacked / "pyproject.toml"
     text = project.read_text(encoding="utf-8")
     assert text.count(PYTORCH_CPU) == 1
-    project.write_text(text.replace(PYTORCH_CPU, _local_torch_index(tmp_path)), encoding="utf-8")
+    project.write_text(text.replace(PYTORCH_CPU, local_torch_index(tmp_path)), encoding="utf-8")
 
     sync = subprocess.run(
         ["uv", "sync"], cwd=unpacked, env=_host_env(), capture_output=True, text=True, timeout=900

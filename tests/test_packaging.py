@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from .cpu_index import local_torch_index, torch_wheel
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -148,22 +150,6 @@ def test_the_sdist_builds_the_same_project(dist: Path) -> None:
 # -- uv in a clone: torch from PyTorch's CPU index on Linux ----------------------------------------
 
 
-def _local_cpu_index(tmp: Path) -> str:
-    """A one-package simple index (PEP 503) holding the torch wheel pip installs here, standing in
-    for PyTorch's CPU index, which cannot be reached from here."""
-    wheels = tmp / "wheels"
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "torch==2.13.0", "-d", str(wheels)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert pip.returncode == 0, pip.stderr[-2000:]
-    (wheel,) = wheels.glob("torch-*.whl")
-    page = tmp / "simple" / "torch" / "index.html"
-    page.parent.mkdir(parents=True)
-    page.write_text(f'<html><body><a href="{wheel.as_uri()}">{wheel.name}</a></body></html>\n', encoding="utf-8")
-    return (tmp / "simple").as_uri()
-
-
 # uv's --python-platform for each platform, and the torch it must pick there.
 PLATFORMS = {
     "x86_64-manylinux_2_28": "torch==2.13.0+cpu",  # the CPU index's build (PyPI's is CUDA)
@@ -182,7 +168,9 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     project = source / "pyproject.toml"
     text = project.read_text(encoding="utf-8")
     assert text.count(index["url"]) == 1
-    project.write_text(text.replace(index["url"], _local_cpu_index(tmp_path_factory.mktemp("index"))), encoding="utf-8")
+    project.write_text(
+        text.replace(index["url"], local_torch_index(tmp_path_factory.mktemp("index"))), encoding="utf-8"
+    )
     return source
 
 
@@ -220,17 +208,6 @@ def test_without_the_clones_sources_linux_gets_cuda(clone: Path) -> None:
 # its own URL (unreachable from here); PyPI is the real one.
 
 
-def _torch_wheel(tmp: Path) -> Path:
-    """The CPU build of torch 2.13.0 that pip installs here."""
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "torch==2.13.0", "-d", str(tmp)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert pip.returncode == 0, pip.stderr[-2000:]
-    (wheel,) = tmp.glob("torch-2.13.0+cpu-*.whl")
-    return wheel
-
-
 def test_uv_with_torch_backend_cpu_takes_torch_from_the_cpu_index(dist: Path, tmp_path: Path) -> None:
     """`uvx --torch-backend cpu corrigenda serve` (server.json's runtimeArguments, the README's uv
     line): uv's option, not the package, sends torch to PyTorch's CPU index. Resolved with
@@ -239,7 +216,7 @@ def test_uv_with_torch_backend_cpu_takes_torch_from_the_cpu_index(dist: Path, tm
 
     venv = tmp_path / "venv"
     subprocess.run([BIN / "uv", "venv", "-q", "--python", sys.executable, venv], check=True, timeout=120)
-    torch = _torch_wheel(tmp_path / "wheels")
+    torch = torch_wheel(tmp_path / "wheels", "torch-2.13.0+cpu-*.whl")
     with pytorch_cpu_index(torch) as index:
         install = subprocess.run(
             [BIN / "uv", "pip", "install", "--dry-run", "--torch-backend", "cpu", "--python", venv / "bin" / "python",
@@ -265,7 +242,7 @@ def test_pip_with_the_cpu_index_takes_cpu_torch(dist: Path, tmp_path: Path) -> N
     report = tmp_path / "report.json"
     # No pip configuration: this machine's would offer the CPU wheel from its own disk.
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
-    with pytorch_cpu_index(_torch_wheel(tmp_path / "wheels")) as index:
+    with pytorch_cpu_index(torch_wheel(tmp_path / "wheels", "torch-2.13.0+cpu-*.whl")) as index:
         install = subprocess.run(
             [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q", "--report", report,
              "--extra-index-url", f"https://{HOST}/whl/cpu", _wheel(dist)],

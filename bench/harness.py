@@ -1,0 +1,89 @@
+"""What every bench shares: the record of a run, its results file, and the markdown its tables become.
+
+A bench ends with ``harness.write_results(path, payload)``: the payload gains a ``run`` entry (the
+command as typed from the repository root, the date, the commit and whether the working tree had
+changes, the machine's CPUs and load), and goes to ``path``, by convention ``bench/results/NAME.json``.
+
+A bench also names the tables the docs show, as ``TABLES = {"name": function}``: each function takes
+the results file's payload and returns a markdown table. ``bench/report.py`` puts them in the docs
+between markers, with the command and the date; ``tests/test_docs.py`` checks that the docs hold
+what the results files say, so no figure in the docs is edited by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def run_record(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """What was run, when, on what code and on what machine."""
+    argv = list(sys.argv if argv is None else argv)
+    script = Path(argv[0]).resolve()
+    shown = [str(script.relative_to(ROOT)) if script.is_relative_to(ROOT) else argv[0], *argv[1:]]
+    return {
+        "command": ".venv/bin/python " + shlex.join(_relative(a) for a in shown),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "commit": _commit(),
+        "cpus": os.cpu_count(),
+        "load_1m": round(os.getloadavg()[0], 1),
+    }
+
+
+def write_results(path: Path | str, payload: dict[str, Any], argv: Sequence[str] | None = None) -> None:
+    """Write the payload with its run record, whole or not at all (a temp file renamed into place)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"run": run_record(argv), **{k: v for k, v in payload.items() if k != "run"}}
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    partial.replace(path)
+
+
+def read_results(path: Path | str) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown table; numbers right-aligned, everything else left."""
+    if not rows:
+        raise ValueError("a table needs at least one row")
+    numeric = [all(isinstance(row[i], int | float) or row[i] in ("", "–") for row in rows) for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value).replace("|", "\\|")
+
+
+def _relative(arg: str) -> str:
+    path = Path(arg)
+    if path.is_absolute() and path.is_relative_to(ROOT):
+        return str(path.relative_to(ROOT))
+    return arg
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "store", "server", "bench")
+    return f"{commit} + uncommitted changes" if changed else commit

@@ -6,8 +6,10 @@ A block in a markdown file under ``docs/`` (or the README) reads
     (generated: the command, the date, the table)
     <!-- end results -->
 
-``scale`` names ``bench/scale.py`` and its results file ``bench/results/scale.json``; ``scale/writes``
-names the table ``writes`` of that bench's ``TABLES`` (``main`` when no name is given).
+``scale`` names the results file ``bench/results/scale.json``, whose run record names the bench that
+wrote it (``bench/scale.py``); ``scale/writes`` names the table ``writes`` of that bench's ``TABLES``
+(``main`` when no name is given). One bench may write several results files (e.g. ``faults.json`` and
+``faults_servers.json``, from two commands).
 
     .venv/bin/python bench/report.py            # rewrite the blocks
     .venv/bin/python bench/report.py --check    # exit 1 naming each block that is out of date
@@ -18,9 +20,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,13 +34,17 @@ BLOCK = re.compile(r"(<!-- results: ([\w-]+)(?:/([\w-]+))? -->\n)(.*?)(<!-- end 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def render(bench: str, table: str = "main") -> str:
-    """The block's text for one table of one bench's results file."""
-    results = read_results(RESULTS / f"{bench}.json")
+def render(name: str, table: str = "main") -> str:
+    """The block's text for one table of one results file."""
+    path = RESULTS / f"{name}.json"
+    if not path.is_file():
+        raise SystemExit(f"a results block names {name!r}, but there is no {path.relative_to(ROOT)}")
+    results = read_results(path)
+    run = results["run"]
+    bench = Path(shlex.split(run["command"])[1]).stem
     tables: dict[str, Callable[[dict[str, Any]], str]] = _module(bench).TABLES
     if table not in tables:
         raise SystemExit(f"bench/{bench}.py has no table {table!r} (it has {', '.join(tables)})")
-    run = results["run"]
     header = f"`{run['command']}` · {run['date']} · commit {run['commit']} · {run['cpus']} CPUs, load {run['load_1m']}"
     return f"{header}\n\n{tables[table](results).rstrip()}\n"
 

@@ -90,7 +90,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -106,6 +105,7 @@ from corrigenda.server import render
 from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from corrigenda.store.tokens import estimate_tokens
 from corrigenda.store.views import RecallResult
+from harness import markdown_table, write_results
 
 DATA = Path(__file__).resolve().parent / "data" / "seed000" / "notes.json"
 KS = (5, 10)
@@ -506,11 +506,13 @@ COST: list[Column] = [
 
 
 def table(columns: Sequence[Column], figures: Sequence[dict[str, Any]]) -> str:
-    rows = [[name for name, _ in columns]] + [[cell(f) for _, cell in columns] for f in figures]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    lines.insert(1, "-+-".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return markdown_table([name for name, _ in columns], [[cell(f) for _, cell in columns] for f in figures])
+
+
+TABLES = {
+    "separation": lambda payload: table(SEPARATION, payload["figures"]),
+    "cost": lambda payload: table(COST, payload["figures"]),
+}
 
 
 def corrigenda_details(data: Dataset, run: PolicyRun) -> list[str]:
@@ -552,17 +554,6 @@ def records(data: Dataset, run: PolicyRun) -> list[dict[str, Any]]:
     return out
 
 
-def engine_version() -> str:
-    """The commit the engine was run from, marked when store/ has uncommitted changes."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "store"], cwd=root, capture_output=True, text=True)
-    except OSError:
-        return "unknown"
-    return head.stdout.strip() + (" + uncommitted changes in store/" if dirty.stdout.strip() else "")
-
-
 def truth_misses(data: Dataset, run: PolicyRun) -> list[str]:
     """Queries whose current target corrigenda did not deliver: ranking or budget, not closure."""
     lines = []
@@ -597,9 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     figures = [summarise(data, r) for r in runs]
     corrigenda = [r for r in runs if r.answers[0].budget is not None]
-    version = engine_version()
     print(
-        f"seed 000 closure: {len(data.texts)} notes, {len(data.queries)} queries; engine {version}; "
+        f"seed 000 closure: {len(data.texts)} notes, {len(data.queries)} queries; "
         f"model {embedder.name}; MMR over the plain top {MMR_CANDIDATES}; corrigenda's budget per query = "
         f"its plain top-k list's tokens (text + {NOTE_OVERHEAD} per note); store built in {build_s:.0f} s, "
         f"all in {total_s:.0f} s\n"
@@ -630,7 +620,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         report = {
             "data": str(DATA.relative_to(Path(__file__).resolve().parents[1])),
-            "engine": version,
             "model": embedder.name,
             "notes": len(data.texts),
             "queries": len(data.queries),
@@ -646,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "truth_misses": misses,
             "per_query": {r.name: records(data, r) for r in runs},
         }
-        args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+        write_results(args.json, report)
     return 1 if problems else 0
 
 

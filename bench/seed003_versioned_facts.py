@@ -54,6 +54,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from harness import markdown_table, write_results
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "seed003" / "versioned_facts.json"
 SUPERSEDES_REASON = "a later value of the same fact (seed 003 data)"
@@ -333,16 +335,35 @@ def _figures(counts: dict[Outcome, int] | None) -> str:
     return "/".join(str(counts[o]) for o in OUTCOMES) if counts else "-"
 
 
-def table(results: dict[str, list[Prediction]]) -> str:
-    width = max(len(p.label) for p in POLICIES)
-    rows = [f"{'policy':<{width}}  {'right':>5}  {'stale':>5}  {'other-wrong':>11}  {'seed r/s/o':>10}"]
+def table(payload: dict[str, Any]) -> str:
+    """Right, stale and other-wrong answers per policy, beside the seed's published figures."""
+    rows = []
     for policy in POLICIES:
-        counts = tally(results[policy.key])
-        rows.append(
-            f"{policy.label:<{width}}  {counts['right']:>5}  {counts['stale']:>5}  {counts['other-wrong']:>11}  "
-            f"{_figures(policy.seed):>10}"
-        )
-    return "\n".join(rows)
+        measured = payload["policies"][policy.key]["measured"]
+        rows.append([policy.label, *(measured[o] for o in OUTCOMES), _figures(policy.seed)])
+    return markdown_table(["policy", "right", "stale", "other wrong", "the seed's right / stale / other"], rows)
+
+
+def stale_places(payload: dict[str, Any]) -> str:
+    """Where corrigenda put each query's stale note, and how the lexical policies went wrong."""
+    facts = payload["breakdown"]
+    rows: list[list[object]] = [
+        [f"corrigenda, where the stale note went: {p}", n] for p, n in facts["corrigenda"]["stale_note"].items()
+    ]
+    rows += [
+        [f"corrigenda: chain with the right head {k}", n] for k, n in facts["corrigenda"]["right_chain_rank"].items()
+    ]
+    rows += [
+        [f"corrigenda: right chain entered through the {k} note", n]
+        for k, n in facts["corrigenda"]["right_chain_entry"].items()
+    ]
+    for key in ("lexical", "lexical_resolved"):
+        rows += [[f"{key}: wrong picks decided by the tie rule", facts[key]["wrong_by_tie"]]]
+        rows += [[f"{key}: wrong picks decided by a higher score", facts[key]["wrong_by_score"]]]
+    return markdown_table(["what", "queries"], rows)
+
+
+TABLES = {"main": table, "breakdown": stale_places}
 
 
 def _near_miss_note(data: Dataset, query: SeedQuery, picked: str | None) -> str:
@@ -416,9 +437,6 @@ def report(
         f"(pairs: old longer {size['pairs_old_longer']}, new longer {size['pairs_new_longer']}, "
         f"equal {size['pairs_equal']}; largest difference {size['largest_pair_difference']})",
         f"corrigenda: model {run.model}, budget {run.budget_tokens} tokens; whole run {seconds:.1f} s",
-        "",
-        table(results),
-        "",
     ]
     facts = breakdown(results)
     for key in ("lexical", "lexical_resolved"):
@@ -446,14 +464,14 @@ def report(
     return "\n".join(out)
 
 
-def write_json(
-    path: Path, data: Dataset, data_path: Path, results: dict[str, list[Prediction]], run: CorrigendaRun, seconds: float
-) -> None:
+def payload(
+    data: Dataset, data_path: Path, results: dict[str, list[Prediction]], run: CorrigendaRun, seconds: float
+) -> dict[str, Any]:
     by_query: dict[str, dict[str, Any]] = {q.id: {**asdict(q)} for q in data.queries}
     for key, predictions in results.items():
         for p in predictions:
             by_query[p.query][key] = {"picked": p.picked, "outcome": p.outcome, **p.detail}
-    payload = {
+    return {
         "data": _shown(data_path),
         "data_sha256": hashlib.sha256(data_path.read_bytes()).hexdigest(),
         "lengths": lengths(data),
@@ -463,7 +481,6 @@ def write_json(
         "predictions": list(by_query.values()),
         "runtime_s": round(seconds, 2),
     }
-    path.write_text(json.dumps(payload, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -482,8 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     seconds = time.perf_counter() - started
     print(report(data, args.data, results, run, seconds))
+    figures = payload(data, args.data, results, run, seconds)
+    print("\n" + "\n\n".join(render(figures) for render in TABLES.values()))
     if args.json:
-        write_json(args.json, data, args.data, results, run, seconds)
+        write_results(args.json, figures)
     return 0
 
 

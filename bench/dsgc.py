@@ -69,6 +69,7 @@ from typing import Any
 
 from corrigenda.store import Draft, Embedder, Memory, RetrievalSettings, SentenceTransformerEmbedder
 from embedding_cache import CachedEmbedder
+from harness import markdown_table, write_results
 
 DATA = Path(__file__).resolve().parent / "data" / "dsgc"
 SCENARIOS = DATA / "dsgc_scenarios.json.gz"
@@ -630,6 +631,27 @@ def table(
     return lines, cells, differ
 
 
+def retention(payload: dict[str, Any], group: str = "target") -> str:
+    """Full-chain retention on one group of scenarios: similarity-only / DSGC λ=1 / corrigenda, per
+    encoder and block count (rows) and multiplier (columns)."""
+    shown = ("similarity", "dsgc_1", "corrigenda")
+    cells = {
+        (c["encoder"], c["blocks"], c["multiplier"], c["policy"]): c for c in payload["cells"] if c["group"] == group
+    }
+    rows = []
+    for encoder in payload["encoders"]:
+        for blocks in BLOCK_COUNTS:
+            row: list[object] = [f"{encoder}, {blocks}"]
+            for m in payload["multipliers"]:
+                got = [cells.get((encoder, blocks, m, p)) for p in shown]
+                row.append(" / ".join("–" if c is None else f"{c['full_chain']:.2f}" for c in got))
+            rows.append(row)
+    return markdown_table(["encoder, blocks", *(f"M = {m:g}" for m in payload["multipliers"])], rows)
+
+
+TABLES = {"main": retention, "controls": lambda payload: retention(payload, "control")}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--json", type=Path, help="also write every run, the tables and the timings here")
@@ -727,11 +749,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     out.append(f"  total {time.perf_counter() - started:.0f} s")
     print("\n".join(out))
+    if not args.skip_corrigenda:
+        print("\nFull-chain retention on the targets, similarity-only / DSGC λ=1 / corrigenda:")
+        print(retention({"cells": cells, "encoders": args.encoders, "multipliers": multipliers}))
 
     if args.json:
         payload = {
             "source": "github.com/smkgenesis/dsgc@8eb4f4f033523561e73474cd5bfb54a7a58e914d",
-            "engine": engine,
             "multipliers": multipliers,
             "encoders": args.encoders,
             "lambdas": list(LAMBDAS),
@@ -742,7 +766,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "runs": [asdict(r) for r in rows],
             "report": out,
         }
-        args.json.write_text(json.dumps(payload, indent=1, ensure_ascii=False))
+        write_results(args.json, payload)
     return 0
 
 

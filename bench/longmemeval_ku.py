@@ -127,6 +127,7 @@ from corrigenda.store.recall import NOTE_OVERHEAD
 from corrigenda.store.tokens import estimate_tokens
 from corrigenda.store.views import RecallResult, Remembered
 from embedding_cache import CachedEmbedder
+from harness import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "longmemeval-ku"
@@ -715,6 +716,48 @@ def print_recall_tables(records: list[dict[str, Any]], settings: Sequence[str]) 
     return tables
 
 
+def recall_table(payload: dict[str, Any], setting: str = "s", budget: int = TARGET_BUDGET) -> str:
+    """Each metric per kind of question and system, at one setting and budget, from the results file."""
+    figures = payload["recall"][setting]
+    body = []
+    for group in ("all", *KINDS):
+        for system in SYSTEMS:
+            found = figures.get(f"{group}|{system}|{budget}")
+            if found and any(n for _, n in found.values()):
+                body.append([group, system, *(cell(*found[m], rate=group == "all") for m in METRICS)])
+    return markdown(["kind", "system", *METRICS], body)
+
+
+def budget_table(payload: dict[str, Any]) -> str:
+    """current@1 and stale heads of the edges mode (all questions) at each budget, per setting."""
+    body = []
+    for setting in payload["settings"]:
+        for budget in payload["budgets"]:
+            found = payload["recall"][setting].get(f"all|edges|{budget}")
+            if found:
+                body.append([setting, budget, cell(*found["current@1"]), cell(*found["stale head"])])
+    return markdown(["setting", "budget (tokens)", "current@1", "stale head"], body)
+
+
+def similar_table(payload: dict[str, Any]) -> str:
+    body = [
+        [*key.split("|"), cell(v["listed"], v["updates"]), cell(v["listed_any_older"], v["updates"])]
+        for key, v in payload["similar_active"].items()
+    ]
+    return markdown(["setting", "kind", "lists the previous note", "lists any older evidence"], body)
+
+
+def perturbation_table(payload: dict[str, Any]) -> str:
+    body = [
+        [*key.split("|"), f"{v['pass']}/{v['total']}", ", ".join(v["failing"]) or "—"]
+        for key, v in payload["perturbations"].items()
+    ]
+    return markdown(["setting", "check", "pass", "failing"], body)
+
+
+TABLES = {"main": recall_table, "budgets": budget_table, "similar": similar_table, "perturbations": perturbation_table}
+
+
 def print_budget_use(records: list[dict[str, Any]], settings: Sequence[str]) -> None:
     print("\n### What fills the budget (means per question)")
     body = []
@@ -946,23 +989,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{s} {v:.0f} s" for s, v in seconds.items())
     )
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "data": data_notes,
-                    "settings": args.settings,
-                    "modes": args.modes,
-                    "budgets": BUDGETS,
-                    "recall": tables,
-                    "similar_active": similar,
-                    "perturbations": perturbations,
-                    "targets": targets,
-                    "runtime_seconds": {"total": total, "embedding": embedder.seconds, **seconds},
-                    "questions": records,
-                },
-                indent=1,
-                default=str,
-            )
+        write_results(
+            args.json,
+            {
+                "data": data_notes,
+                "settings": args.settings,
+                "modes": args.modes,
+                "budgets": BUDGETS,
+                "recall": tables,
+                "similar_active": similar,
+                "perturbations": perturbations,
+                "targets": targets,
+                "runtime_seconds": {"total": total, "embedding": embedder.seconds, **seconds},
+                "questions": records,
+            },
         )
     return 0
 

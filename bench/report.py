@@ -9,7 +9,8 @@ A block in a markdown file under ``docs/`` (or the README) reads
 ``scale`` names the results file ``bench/results/scale.json``, whose run record names the bench that
 wrote it (``bench/scale.py``); ``scale/writes`` names the table ``writes`` of that bench's ``TABLES``
 (``main`` when no name is given). One bench may write several results files (e.g. ``faults.json`` and
-``faults_servers.json``, from two commands).
+``faults_servers.json``, from two commands). ``headline`` is the README's table, a row from each
+truth benchmark's results file and one from the scale bench's.
 
     .venv/bin/python bench/report.py            # rewrite the blocks
     .venv/bin/python bench/report.py --check    # exit 1 naming each block that is out of date
@@ -28,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness import RESULTS, ROOT, read_results
+from harness import RESULTS, ROOT, markdown_table, read_results
 
 BLOCK = re.compile(r"(<!-- results: ([\w-]+)(?:/([\w-]+))? -->\n)(.*?)(<!-- end results -->)", re.S)
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -36,10 +37,9 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 def render(name: str, table: str = "main") -> str:
     """The block's text for one table of one results file."""
-    path = RESULTS / f"{name}.json"
-    if not path.is_file():
-        raise SystemExit(f"a results block names {name!r}, but there is no {path.relative_to(ROOT)}")
-    results = read_results(path)
+    if name == "headline":
+        return headline()
+    results = _results(name)
     run = results["run"]
     bench = Path(shlex.split(run["command"])[1]).stem
     tables: dict[str, Callable[[dict[str, Any]], str]] = _module(bench).TABLES
@@ -47,6 +47,87 @@ def render(name: str, table: str = "main") -> str:
         raise SystemExit(f"bench/{bench}.py has no table {table!r} (it has {', '.join(tables)})")
     header = f"`{run['command']}` · {run['date']} · commit {run['commit']} · {run['cpus']} CPUs, load {run['load_1m']}"
     return f"{header}\n\n{tables[table](results).rstrip()}\n"
+
+
+def _results(name: str) -> dict[str, Any]:
+    path = RESULTS / f"{name}.json"
+    if not path.is_file():
+        raise SystemExit(f"a results block names {name!r}, but there is no {path.relative_to(ROOT)}")
+    results = read_results(path)
+    if "run" not in results:
+        raise SystemExit(f"{path.relative_to(ROOT)} has no run record: run its bench again")
+    return results
+
+
+def headline() -> str:
+    """One row per truth benchmark and one for speed, each naming the run it comes from."""
+    seed003, seed000, dsgc, lme, scale = (
+        _results(n) for n in ("seed003", "seed000", "dsgc", "longmemeval_ku", "scale")
+    )
+    lexical, ours = (seed003["policies"][k]["measured"] for k in ("lexical", "corrigenda"))
+    figures = {f["policy"]: f for f in seed000["figures"]}
+
+    def separated(policy: str) -> str:
+        r = figures[policy]["separation_failure_all"]
+        return f"{100 * r['rate']:.0f} % ({r['count']}/{r['of']})"
+
+    def dsgc_cell(policy: str) -> str:
+        cell = next(
+            c for c in dsgc["cells"]
+            if (c["encoder"], c["blocks"], c["multiplier"], c["group"], c["policy"]) == ("lexical", 50, 2.0, "target", policy)
+        )  # fmt: skip
+        return f"{cell['full_chain']:.2f}"
+
+    s512 = {system: lme["recall"]["s"][f"all|{system}|512"] for system in ("edges", "dense")}
+
+    def rate(k_n: list[int]) -> str:
+        return f"{k_n[0] / k_n[1]:.2f} ({k_n[0]}/{k_n[1]})"
+
+    size = next(r for r in scale["sizes"] if r["size"] == "100k")
+    rows = [
+        [
+            "Versioned facts in Chinese, 24 queries: right / stale answers",
+            f"lexical overlap: {lexical['right']} / {lexical['stale']}",
+            f"**{ours['right']}** / **{ours['stale']}**",
+            "[seed 003](docs/benchmarks.md#versioned-facts-in-chinese-seed-003)",
+        ],
+        [
+            "Stale note delivered without its successor",
+            f"top-10: {separated('top-10')}",
+            f"**{separated('corrigenda @ top-10 budget')}** at the top-10 budget",
+            "[seed 000](docs/benchmarks.md#closure-top-k-and-mmr-against-chains-seed-000)",
+        ],
+        [
+            "Full prerequisite chain kept, lexical encoder, 50 blocks, M = 2",
+            f"similarity-only {dsgc_cell('similarity')}, DSGC λ=1 {dsgc_cell('dsgc_1')}",
+            f"**{dsgc_cell('corrigenda')}**",
+            "[DSGC](docs/benchmarks.md#prerequisite-chains-under-a-budget-seed-002-dsgc)",
+        ],
+        [
+            "LongMemEval knowledge updates (S, 512 tokens): stale head",
+            f"dense top-k: {rate(s512['dense']['stale head'])}",
+            f"**{rate(s512['edges']['stale head'])}**; current@1 **{rate(s512['edges']['current@1'])}**",
+            "[LongMemEval](docs/benchmarks.md#longmemeval-knowledge-updates)",
+        ],
+        [
+            "recall_chains p50 at 100k notes, the query vector made beforehand",
+            f"plain LanceDB hybrid top-20: {size['plain_hybrid']['p50_ms']:.1f} ms",
+            f"{size['recall']['p50_ms']:.1f} ms ({size['ratio_p50']:.2f}×)",
+            "[scale](docs/scale.md#scale-benchscalepy)",
+        ],
+    ]
+    runs = ", ".join(
+        f"{name} {r['run']['date']} ({r['run']['commit']})"
+        for name, r in (
+            ("seed003", seed003),
+            ("seed000", seed000),
+            ("dsgc", dsgc),
+            ("longmemeval_ku", lme),
+            ("scale", scale),
+        )
+    )
+    table = markdown_table(["what", "baseline", "corrigenda", "where"], rows)
+    return f"From `bench/results/` ({runs}); `.venv/bin/python bench/report.py` rewrites it.\n\n{table}\n"
 
 
 def blocks(text: str) -> Iterator[re.Match[str]]:
@@ -65,6 +146,7 @@ def _module(bench: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"bench_{bench}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

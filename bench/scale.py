@@ -80,7 +80,6 @@ import cProfile
 import gc
 import hashlib
 import io
-import json
 import os
 import pstats
 import random
@@ -104,6 +103,7 @@ from typing import Any
 import numpy as np
 from corrigenda.store import Draft, Event, EventKind, Memory, Note, SentenceTransformerEmbedder
 from corrigenda.store.ids import new_event_id, new_note_id
+from harness import markdown_table, write_results
 
 SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
 SCOPES_AT_1M = 1_000
@@ -1274,9 +1274,10 @@ TARGETS = (
 )  # fmt: skip
 
 
-def targets(results: Sequence[SizeResult]) -> list[str]:
+def targets(results: Sequence[SizeResult]) -> list[list[object]]:
+    """Each target met or missed: its label, the figure measured, and the verdict."""
     by_size = {r.size: r for r in results}
-    lines = []
+    rows: list[list[object]] = []
     for t in TARGETS:
         r = by_size.get(t.size)
         if r is None:
@@ -1285,18 +1286,44 @@ def targets(results: Sequence[SizeResult]) -> list[str]:
         if value is None:
             continue
         met = value >= t.limit if t.at_least else value <= t.limit
-        lines.append(f"- {'met' if met else 'MISSED'}: {t.label} — measured {value:.3g}{t.unit}")
+        rows.append([t.label, f"{value:.3g}{t.unit}", "met" if met else "MISSED"])
     for r in results:
         if r.size not in by_size or r.stand_in is not None:
             continue
         rate, share = r.build["import_rate"], r.build["import_vs_bare"]
         met = rate >= 500 or share >= 0.9
-        lines.append(
-            f"- {'met' if met else 'MISSED'}: bulk import >= 500 notes/s or >= 90 % of the model's rate at {r.size} "
-            f"— measured {rate:.0f} notes/s, {100 * share:.0f} % of the bare {r.build['bare_embed_rate']:.0f} texts/s "
-            f"({100 * r.build['import_embed_share']:.0f} % of the model's rate inside the import)"
+        rows.append(
+            [
+                f"bulk import >= 500 notes/s or >= 90 % of the model's rate at {r.size}",
+                f"{rate:.0f} notes/s, {100 * share:.0f} % of the bare {r.build['bare_embed_rate']:.0f} texts/s",
+                "met" if met else "MISSED",
+            ]
         )
-    return lines
+    return rows
+
+
+def targets_table(results: Sequence[SizeResult]) -> str:
+    return markdown_table(["target", "measured", "verdict"], targets(results))
+
+
+def sizes(payload: dict[str, Any]) -> list[SizeResult]:
+    """The results file's sizes as the run held them."""
+    return [
+        SizeResult(
+            **{
+                **d,
+                "queries": [QueryRecord(**q) for q in d["queries"]],
+                "load_average": tuple(d["load_average"]),
+            }
+        )
+        for d in payload["sizes"]
+    ]
+
+
+TABLES = {
+    "main": lambda payload: table(sizes(payload)),
+    "targets": lambda payload: targets_table(sizes(payload)),
+}
 
 
 def engine() -> str:
@@ -1336,7 +1363,7 @@ def report(results: Sequence[SizeResult], args: argparse.Namespace, seconds: flo
         )
         if r.stand_in:
             out.append(f"{r.size}: {r.stand_in}")
-    out += ["", "Targets (issue 8):", *targets(results)]
+    out += ["", "Targets:", targets_table(results)]
     for r in results:
         for call, text in r.profile.items():
             out += ["", f"cProfile of one {call} at {r.size}:", text]
@@ -1345,7 +1372,6 @@ def report(results: Sequence[SizeResult], args: argparse.Namespace, seconds: flo
 
 def write_json(path: Path, results: Sequence[SizeResult], args: argparse.Namespace, seconds: float) -> None:
     payload = {
-        "command": sys.argv,
         "seed": args.seed,
         "queries_per_size": QUERIES,
         "writes_per_kind": args.writes,
@@ -1355,12 +1381,11 @@ def write_json(path: Path, results: Sequence[SizeResult], args: argparse.Namespa
         "cpus": os.cpu_count(),
         "model": SentenceTransformerEmbedder().name,
         "runtime_s": round(seconds, 1),
-        "engine": args.engine,
         "db": args.store_label,
         "targets": targets(results),
         "sizes": [asdict(r) for r in results],
     }
-    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    write_results(path, payload)
 
 
 def _torch_threads() -> int:

@@ -21,8 +21,10 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 
 from .config import MIN_TOKEN_LENGTH, Settings
+from .connections import bounded_server
 
 PATH = "/mcp"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -121,7 +123,11 @@ def serve_http(server: MCPServer[Any], settings: Settings, notices: Sequence[str
     for notice in notices:
         sys.stderr.write(f"corrigenda: {notice}\n")
     sys.stderr.flush()
-    server.run(
-        "streamable-http", host=settings.host, port=settings.port, streamable_http_path=PATH,
-        transport_security=security,
-    )  # fmt: skip
+    bounded_server(mcp_app(server, settings), settings.host, settings.port, settings.log_level).run()
+
+
+def mcp_app(server: MCPServer[Any], settings: Settings) -> Starlette:
+    """The MCP endpoint at PATH, with the Host and Origin checks (and the token, if `server` has one)."""
+    return server.streamable_http_app(
+        streamable_http_path=PATH, transport_security=transport_security(settings), host=settings.host
+    )

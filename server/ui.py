@@ -35,6 +35,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .app import iso_8601
+from .connections import bounded_server
 from .http import LOOPBACK_NAMES, RefusedToListen, check_port, is_loopback, netloc
 
 STATIC = Path(__file__).with_name("ui_static")
@@ -292,14 +293,12 @@ def _event_row(ev: EventView) -> str:
 
 def serve_ui(memory: Memory, default_scope: str, host: str, port: int) -> None:
     """Listen on loopback until stopped; any other address is refused (RefusedToListen)."""
-    import uvicorn
-
     if not is_loopback(host):
         raise RefusedToListen(f"the web view listens on loopback only (127.0.0.1, ::1, localhost), not {host}")
     check_port(host, port, "--port (CORRIGENDA_UI_PORT)")
     sys.stderr.write(f"corrigenda: web view on http://{netloc(host, port)}/ (read-only)\n")
     sys.stderr.flush()
-    uvicorn.run(build_ui(memory, default_scope), host=host.strip("[]"), port=port, log_level="warning")
+    bounded_server(build_ui(memory, default_scope), host, port).run()
 
 
 def serve_ui_beside(memory: Memory, default_scope: str, host: str, port: int) -> threading.Thread:

@@ -235,3 +235,35 @@ def test_the_soft_open_file_limit_is_raised_to_the_hard_one() -> None:
     assert out.returncode == 0, out.stderr
     reported, soft, expected = out.stdout.split()
     assert int(reported) == int(soft) == int(expected) > 256
+
+
+def listening(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        return probe.connect_ex((host, port)) == 0
+
+
+@pytest.mark.anyio
+async def test_the_sdk_client_remembers_and_recalls_over_ipv6_loopback(db: str) -> None:
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen(
+        [CORRIGENDA, "serve", "--transport", "http", "--host", "::1", "--port", str(port), "--db", db],
+        env={**ENV, "CORRIGENDA_TOKEN": TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    url = f"http://[::1]:{port}/mcp"
+    try:
+        assert f"listening on {url}" in first_stderr_line(proc)
+        while not listening("::1", port):  # it says so before it binds
+            assert proc.poll() is None
+            await anyio.sleep(0.1)
+        async with authorized(url) as client:
+            note = (await call(client, "remember", text="The staging cluster is in Frankfurt"))["note"]
+            chains = (await call(client, "recall_chains", query="where is the staging cluster?"))["chains"]
+            assert chains[0]["heads"][0]["id"] == note["id"]
+        browser_like = {"Authorization": f"Bearer {TOKEN}", "Host": f"[::1]:{port}", "Origin": f"http://[::1]:{port}"}
+        assert post(url, browser_like).status_code == 200
+        assert post(url, {**browser_like, "Host": "evil.example"}).status_code == 421
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

@@ -71,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="http only; env CORRIGENDA_PORT (default 8765)")
     serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     serve.add_argument(
-        "--ui", action="store_true", help="also run the read-only web view on --ui-port (loopback --host only)"
+        "--ui",
+        action="store_true",
+        help="also run the read-only web view on --ui-port (which asks for CORRIGENDA_TOKEN too, if set)",
     )
     serve.add_argument("--ui-port", type=int, help="env CORRIGENDA_UI_PORT (default 8766)")
 
@@ -158,8 +160,14 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("--db", help="the store every session of this client uses (default: per-user data dir)")
     setup.add_argument("--scope", help="a fixed scope for every session of this client")
     setup.add_argument("--model", help="sentence-transformers model name or path")
-    web = commands.add_parser("ui", parents=[common], help="a read-only web view of the memory, on loopback")
-    web.add_argument("--host", help="a loopback address (env CORRIGENDA_HOST; default 127.0.0.1)")
+    web = commands.add_parser(
+        "ui", parents=[common], help="a read-only web view of the memory (on loopback by default)"
+    )
+    web.add_argument(
+        "--host",
+        help="env CORRIGENDA_HOST (default 127.0.0.1); off loopback only with CORRIGENDA_TOKEN set, which every "
+        "request must then carry (if set, on loopback too)",
+    )
     web.add_argument("--port", dest="ui_port", type=int, help="env CORRIGENDA_UI_PORT (default 8766)")
     return parser
 
@@ -292,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .ui import serve_ui
 
         try:
-            serve_ui(memory, _resolve_scope(settings, memory), settings.host, settings.ui_port)
+            serve_ui(memory, _resolve_scope(settings, memory), settings)
         except RefusedToListen as exc:
             return _fail(str(exc))
         return 0
@@ -430,7 +438,7 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
                 from .ui import serve_ui_beside
 
                 beside = build_memory(settings)
-                serve_ui_beside(beside, _resolve_scope(settings, beside), settings.host, settings.ui_port)
+                serve_ui_beside(beside, _resolve_scope(settings, beside), settings)
             serve_http(server, settings, notices)
         except (RefusedToListen, CorrigendaError) as exc:
             return _fail(str(exc))

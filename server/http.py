@@ -21,8 +21,10 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 
 from .config import MIN_TOKEN_LENGTH, Settings
+from .connections import bounded_server
 
 PATH = "/mcp"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -69,17 +71,18 @@ def auth(settings: Settings) -> dict[str, Any]:
     }
 
 
-def transport_security(settings: Settings) -> TransportSecuritySettings:
+def transport_security(settings: Settings, port: int | None = None) -> TransportSecuritySettings:
     """Allowed Host and Origin values: the configured lists, else the loopback names and the bind
-    address, each with the port."""
+    address, each with the port (`settings.port` unless another is given: the web view's)."""
+    port = port or settings.port
     names = list(LOOPBACK_NAMES)
-    bound = netloc(settings.host, settings.port).rsplit(":", 1)[0]
+    bound = netloc(settings.host, port).rsplit(":", 1)[0]
     if bound not in names:
         names.append(bound)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=settings.allowed_hosts or [f"{name}:{settings.port}" for name in names],
-        allowed_origins=settings.allowed_origins or [f"http://{name}:{settings.port}" for name in names],
+        allowed_hosts=settings.allowed_hosts or [f"{name}:{port}" for name in names],
+        allowed_origins=settings.allowed_origins or [f"http://{name}:{port}" for name in names],
     )
 
 
@@ -97,15 +100,21 @@ def check_port(host: str, port: int, flag: str) -> None:
             ) from None
 
 
+def refuse_exposure_without_token(settings: Settings, where: str, what: str = "") -> None:
+    """RefusedToListen if `settings.host` is off loopback and no token is set."""
+    if settings.token is None and not is_loopback(settings.host):
+        raise RefusedToListen(
+            f"refusing to {f'serve {what} on' if what else 'listen on'} {where} without a token: other machines "
+            f"can reach it. Set CORRIGENDA_TOKEN (environment only) to a secret of {MIN_TOKEN_LENGTH}+ characters, "
+            "or use --host 127.0.0.1"
+        )
+
+
 def serve_http(server: MCPServer[Any], settings: Settings, notices: Sequence[str] = ()) -> None:
     """Listen until stopped; `server` must have been built with `auth(settings)`. `notices`: lines for
     stderr after the one saying where it listens."""
     where = netloc(settings.host, settings.port)
-    if settings.token is None and not is_loopback(settings.host):
-        raise RefusedToListen(
-            f"refusing to listen on {where} without a token: other machines can reach it. Set "
-            f"CORRIGENDA_TOKEN (environment only) to a secret of {MIN_TOKEN_LENGTH}+ characters, or use --host 127.0.0.1"
-        )
+    refuse_exposure_without_token(settings, where)
     check_port(settings.host, settings.port, "--port (CORRIGENDA_PORT)")
     security = transport_security(settings)
     access = "bearer token required (CORRIGENDA_TOKEN)" if settings.token else "no token (loopback only)"
@@ -121,7 +130,11 @@ def serve_http(server: MCPServer[Any], settings: Settings, notices: Sequence[str
     for notice in notices:
         sys.stderr.write(f"corrigenda: {notice}\n")
     sys.stderr.flush()
-    server.run(
-        "streamable-http", host=settings.host, port=settings.port, streamable_http_path=PATH,
-        transport_security=security,
-    )  # fmt: skip
+    bounded_server(mcp_app(server, settings), settings.host, settings.port, settings.log_level).run()
+
+
+def mcp_app(server: MCPServer[Any], settings: Settings) -> Starlette:
+    """The MCP endpoint at PATH, with the Host and Origin checks (and the token, if `server` has one)."""
+    return server.streamable_http_app(
+        streamable_http_path=PATH, transport_security=transport_security(settings), host=settings.host
+    )

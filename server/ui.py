@@ -6,9 +6,10 @@ Server-rendered pages (no build step, no CDN: the one stylesheet is served from 
 - `/chain/{note_id}` a chain with the timeline of its events; `/note/{note_id}` a note with
   `why_excluded`; `/notes` a scope's notes by state; `/changes` what changed since a time.
 
-Only GET routes exist (anything else is 405), so nothing here can write. It listens on loopback
-only, and checks the Host header as the MCP endpoint does (http.py), so a web page the user visits
-cannot reach it through a name that resolves to 127.0.0.1.
+Only GET routes exist (anything else is 405), so nothing here can write. It checks Host and Origin
+as the MCP endpoint does (http.py), so a web page the user visits cannot reach it through a name
+that resolves to 127.0.0.1; when CORRIGENDA_TOKEN is set it requires the token (ui_gate.py), and
+off loopback it refuses to start without one, as the MCP endpoint does.
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ from pydantic_core import PydanticCustomError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .app import iso_8601
-from .http import LOOPBACK_NAMES, RefusedToListen, check_port, is_loopback, netloc
+from .config import Settings
+from .connections import bounded_server
+from .http import check_port, netloc, refuse_exposure_without_token, transport_security
+from .ui_gate import Gate
 
 STATIC = Path(__file__).with_name("ui_static")
 ON = ' class="on"'  # the tab being shown
@@ -64,8 +67,8 @@ def when(t: datetime | None) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if t else "?"
 
 
-def build_ui(memory: Memory, default_scope: str) -> Starlette:
-    """The web view over one store, opening on `default_scope`."""
+def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlette:
+    """The web view over one store, opening on `default_scope`, answering on `settings.ui_port`."""
 
     async def store(work: Callable[[], T]) -> T:
         try:
@@ -263,7 +266,7 @@ def build_ui(memory: Memory, default_scope: str) -> Starlette:
 
         return respond
 
-    hosts = [name.strip("[]") for name in LOOPBACK_NAMES]  # Starlette compares the Host without its port
+    token = settings.token.get_secret_value() if settings.token else None
     return Starlette(
         routes=[
             Route("/", guarded(search)),
@@ -273,7 +276,7 @@ def build_ui(memory: Memory, default_scope: str) -> Starlette:
             Route("/changes", guarded(changes)),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)],
+        middleware=[Middleware(Gate, security=transport_security(settings, settings.ui_port), token=token)],
     )
 
 
@@ -290,25 +293,30 @@ def _event_row(ev: EventView) -> str:
     )
 
 
-def serve_ui(memory: Memory, default_scope: str, host: str, port: int) -> None:
-    """Listen on loopback until stopped; any other address is refused (RefusedToListen)."""
-    import uvicorn
-
-    if not is_loopback(host):
-        raise RefusedToListen(f"the web view listens on loopback only (127.0.0.1, ::1, localhost), not {host}")
-    check_port(host, port, "--port (CORRIGENDA_UI_PORT)")
-    sys.stderr.write(f"corrigenda: web view on http://{netloc(host, port)}/ (read-only)\n")
+def serve_ui(memory: Memory, default_scope: str, settings: Settings, flag: str = "--port") -> None:
+    """Listen on `settings.host` and `settings.ui_port` until stopped; off loopback only with a token
+    (else RefusedToListen)."""
+    where = netloc(settings.host, settings.ui_port)
+    refuse_exposure_without_token(settings, where, "the web view")
+    check_port(settings.host, settings.ui_port, f"{flag} (CORRIGENDA_UI_PORT)")
+    if settings.token is None:
+        access = "no token (loopback only)"
+    else:
+        access = (
+            f"token required: open http://{where}/?token=<CORRIGENDA_TOKEN> once in the browser (it keeps a "
+            "session cookie), or send Authorization: Bearer"
+        )
+    sys.stderr.write(f"corrigenda: web view on http://{where}/ (read-only); {access}\n")
     sys.stderr.flush()
-    uvicorn.run(build_ui(memory, default_scope), host=host.strip("[]"), port=port, log_level="warning")
+    bounded_server(build_ui(memory, default_scope, settings), settings.host, settings.ui_port).run()
 
 
-def serve_ui_beside(memory: Memory, default_scope: str, host: str, port: int) -> threading.Thread:
+def serve_ui_beside(memory: Memory, default_scope: str, settings: Settings) -> threading.Thread:
     """The web view in a background thread, beside `serve --transport http`."""
-    if not is_loopback(host):
-        raise RefusedToListen(f"the web view listens on loopback only (127.0.0.1, ::1, localhost), not {host}")
-    check_port(host, port, "--ui-port (CORRIGENDA_UI_PORT)")
+    refuse_exposure_without_token(settings, netloc(settings.host, settings.ui_port), "the web view")
+    check_port(settings.host, settings.ui_port, "--ui-port (CORRIGENDA_UI_PORT)")
     thread = threading.Thread(
-        target=serve_ui, args=(memory, default_scope, host, port), name="corrigenda-ui", daemon=True
+        target=serve_ui, args=(memory, default_scope, settings, "--ui-port"), name="corrigenda-ui", daemon=True
     )
     thread.start()
     return thread

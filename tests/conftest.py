@@ -26,7 +26,8 @@ def _loopback_only(self: socket.socket, address: Any) -> Any:
     host = address[0] if isinstance(address, tuple) else None
     if host is not None:
         try:
-            if not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
+            literal = host.strip("[]") if ":" in host else socket.gethostbyname(host)  # IPv6: no name to resolve
+            if not ipaddress.ip_address(literal).is_loopback:
                 raise RuntimeError(f"test tried to reach {address}: tests must not use the network")
         except (socket.gaierror, ValueError):
             raise RuntimeError(f"test tried to resolve {host}: tests must not use the network") from None

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import json
 import select
+import socket
 import subprocess
+import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
+import anyio
 import httpx2
 import pytest
+from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
-from corrigenda.server.http import is_loopback, transport_security
+from corrigenda.server.connections import Admission, bounded_server
+from corrigenda.server.http import is_loopback, mcp_app, transport_security
+from corrigenda.store import Memory
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -180,3 +187,83 @@ def test_default_allowed_hosts_are_the_loopback_names_and_the_bind_address(
     assert security.enable_dns_rebinding_protection
     assert security.allowed_hosts == [f"{name}:8765" for name in names]
     assert security.allowed_origins == [f"http://{name}:8765" for name in names]
+
+
+HALF_SENT = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl"  # and then nothing
+
+
+@pytest.mark.anyio
+async def test_half_sent_requests_are_closed_and_crowd_out_no_authorised_client(db: str, memory: Memory) -> None:
+    settings = Settings(db=db, transport="http", token=TOKEN, port=_free_port())
+    admission = Admission(max_connections=8, head_timeout_s=2)
+    web = bounded_server(
+        mcp_app(build_server(settings, lambda _: memory), settings), "127.0.0.1", settings.port, admission=admission
+    )
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    half_sent: list[socket.socket] = []
+    try:
+        while not web.started:
+            assert thread.is_alive(), "the server stopped before it listened"
+            await anyio.sleep(0.05)
+        for _ in range(3 * admission.max_connections):
+            half_sent.append(socket.create_connection(("127.0.0.1", settings.port), timeout=60))
+            half_sent[-1].sendall(HALF_SENT)
+        url = f"http://127.0.0.1:{settings.port}/mcp"
+        async with authorized(url) as client:
+            assert "remember" in {t.name for t in (await client.list_tools()).tools}
+            await anyio.sleep(2 * admission.head_timeout_s)  # a session outlives the deadline for a head
+            assert "remember" in {t.name for t in (await client.list_tools()).tools}
+        for probe in half_sent:  # each is closed by the server: evicted at once, or when its deadline passed
+            with suppress(ConnectionResetError):
+                assert probe.recv(1) == b""
+    finally:
+        for probe in half_sent:
+            probe.close()
+        web.should_exit = True
+        thread.join(timeout=60)
+
+
+def test_the_soft_open_file_limit_is_raised_to_the_hard_one() -> None:
+    script = (
+        "import resource; from corrigenda.server.connections import raise_open_file_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "print(raise_open_file_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0], min(hard, 65536))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    reported, soft, expected = out.stdout.split()
+    assert int(reported) == int(soft) == int(expected) > 256
+
+
+def listening(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        return probe.connect_ex((host, port)) == 0
+
+
+@pytest.mark.anyio
+async def test_the_sdk_client_remembers_and_recalls_over_ipv6_loopback(db: str) -> None:
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen(
+        [CORRIGENDA, "serve", "--transport", "http", "--host", "::1", "--port", str(port), "--db", db],
+        env={**ENV, "CORRIGENDA_TOKEN": TOKEN}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    url = f"http://[::1]:{port}/mcp"
+    try:
+        assert f"listening on {url}" in first_stderr_line(proc)
+        while not listening("::1", port):  # it says so before it binds
+            assert proc.poll() is None
+            await anyio.sleep(0.1)
+        async with authorized(url) as client:
+            note = (await call(client, "remember", text="The staging cluster is in Frankfurt"))["note"]
+            chains = (await call(client, "recall_chains", query="where is the staging cluster?"))["chains"]
+            assert chains[0]["heads"][0]["id"] == note["id"]
+        browser_like = {"Authorization": f"Bearer {TOKEN}", "Host": f"[::1]:{port}", "Origin": f"http://[::1]:{port}"}
+        assert post(url, browser_like).status_code == 200
+        assert post(url, {**browser_like, "Host": "evil.example"}).status_code == 421
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

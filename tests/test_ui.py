@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx2
 import pytest
 from corrigenda.store import Draft, Memory
 
@@ -45,31 +46,38 @@ def seed(memory: Memory) -> dict[str, str]:
     return {"old": old.id, "new": new.id, "gone": gone.id}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-def start_ui(db: str, port: int) -> Iterator[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+def start(
+    arguments: list[str], ui_port: int, host: str = "127.0.0.1", env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`corrigenda ARGUMENTS` until the web view on `ui_port` answers (any status: it may ask for a token)."""
     process = subprocess.Popen(
-        [CORRIGENDA, "ui", "--db", db, "--scope", "ops", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [CORRIGENDA, *arguments], env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://[{host}]:{ui_port}" if ":" in host else f"http://{host}:{ui_port}"
     try:
         for _ in range(600):  # until it answers (it imports LanceDB first)
             try:
-                urllib.request.urlopen(base + "/static/ui.css", timeout=2).close()
+                httpx2.get(base + "/static/ui.css", timeout=2, trust_env=False)
                 break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or busy starting
+            except httpx2.TransportError:  # not up yet, or busy starting
                 assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
                 time.sleep(0.2)
-        yield base
+        yield base, process
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def start_ui(db: str, port: int) -> Iterator[str]:
+    for base, _ in start(["ui", "--db", db, "--scope", "ops", "--port", str(port)], port):
+        yield base
 
 
 @pytest.fixture
@@ -153,15 +161,17 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         browser.close()
 
 
-def test_the_ui_listens_on_loopback_only_and_checks_the_host(tmp_path: Path, ui: tuple[str, dict[str, str]]) -> None:
+def test_the_ui_checks_the_host_and_without_a_token_listens_on_loopback_only(
+    tmp_path: Path, ui: tuple[str, dict[str, str]]
+) -> None:
     base, _ = ui
     request = urllib.request.Request(base + "/", headers={"Host": "evil.example"})
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
-    assert refused.value.code == 400  # a page elsewhere cannot reach it through a name that points here
+    assert refused.value.code == 421  # a page elsewhere cannot reach it through a name that points here
 
     exposed = run("ui", "--db", str(tmp_path / "other"), "--host", "0.0.0.0")
-    assert exposed.returncode == 2 and "loopback only" in exposed.stderr
+    assert exposed.returncode == 2 and "without a token" in exposed.stderr and "CORRIGENDA_TOKEN" in exposed.stderr
 
 
 def test_the_web_view_runs_beside_the_http_server(db: str, memory: Memory) -> None:
@@ -185,3 +195,73 @@ def test_the_web_view_runs_beside_the_http_server(db: str, memory: Memory) -> No
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+TOKEN = "s3cret-token-for-tests-0123456789"
+NOTES = "/notes?scope=ops&state=all"
+
+
+def ui_with_token(db: str, how: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The web view with CORRIGENDA_TOKEN set: `corrigenda ui` alone, off loopback, or beside the HTTP server."""
+    port = free_port()
+    env = {"CORRIGENDA_TOKEN": TOKEN}
+    if how == "alone":
+        yield from start(["ui", "--db", db, "--scope", "ops", "--port", str(port)], port, env=env)
+    elif how == "off loopback":
+        yield from start(["ui", "--db", db, "--scope", "ops", "--host", "0.0.0.0", "--port", str(port)], port, env=env)
+    else:
+        serve = ["serve", "--transport", "http", "--port", str(free_port()), "--ui", "--ui-port", str(port)]
+        yield from start([*serve, "--scope", "ops", "--db", db], port, env=env)
+
+
+@pytest.mark.parametrize("how", ["alone", "off loopback", "beside the http server"])
+def test_with_a_token_set_the_web_view_asks_for_it(db: str, memory: Memory, how: str) -> None:
+    seed(memory)
+    for base, process in ui_with_token(db, how):
+        with httpx2.Client(base_url=base, trust_env=False, timeout=30) as browser:
+            for refused in (
+                browser.get(NOTES),
+                browser.get(NOTES, headers={"Authorization": f"Bearer {TOKEN}x"}),
+                browser.get(NOTES, headers={"Authorization": f"Basic {TOKEN}"}),
+                browser.get(NOTES + "&token=not-the-token-but-long-enough-00"),
+                browser.get(NOTES, headers={"Cookie": f"corrigenda_ui={TOKEN}"}),  # the cookie holds no token
+                browser.get("/static/ui.css"),
+            ):
+                assert refused.status_code == 401, refused.request.url
+                assert "payments" not in refused.text and "nginx" not in refused.text
+            assert "?token=" in refused.text and "Authorization: Bearer" in refused.text
+
+            by_header = browser.get(NOTES, headers={"Authorization": f"Bearer {TOKEN}"})
+            assert by_header.status_code == 200 and "The payments service listens on port 9090" in by_header.text
+
+            # a person opens the address with ?token= once: a cookie, and the same page without the token
+            opened = browser.get(NOTES + f"&token={TOKEN}")
+            assert opened.status_code == 303 and opened.headers["location"] == NOTES
+            cookie = opened.headers["set-cookie"].lower()
+            assert "httponly" in cookie and "samesite=strict" in cookie and TOKEN.lower() not in cookie
+            after = browser.get(opened.headers["location"])  # the client keeps the cookie, as a browser does
+            assert after.status_code == 200 and "The payments service listens on port 9090" in after.text
+            assert browser.get("/?scope=ops&q=port").status_code == 200
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+        if how == "alone":  # beside the HTTP server the order of the two threads' lines varies
+            assert f"{base}/?token=<CORRIGENDA_TOKEN>" in stderr, stderr
+        assert TOKEN not in stderr
+
+
+@pytest.mark.parametrize("command", ["ui", "serve"])
+def test_the_web_view_answers_over_ipv6_loopback(db: str, memory: Memory, command: str) -> None:
+    seed(memory)
+    port = free_port("::1")
+    if command == "ui":
+        arguments = ["ui", "--host", "::1", "--port", str(port)]
+    else:
+        arguments = ["serve", "--transport", "http", "--host", "::1", "--port", str(free_port("::1")), "--ui"]
+        arguments += ["--ui-port", str(port)]
+    for base, _ in start([*arguments, "--scope", "ops", "--db", db], port, host="::1"):
+        assert base == f"http://[::1]:{port}"
+        page = httpx2.get(base + NOTES, trust_env=False, timeout=30)  # Host: [::1]:port, as a browser sends it
+        assert page.status_code == 200, page.text
+        assert "The payments service listens on port 9090" in page.text
+        foreign = httpx2.get(base + NOTES, headers={"Host": "evil.example"}, trust_env=False, timeout=30)
+        assert foreign.status_code == 421

@@ -112,6 +112,7 @@ class Memory:
         self.clock = clock
         self.settings = settings or RetrievalSettings()
         self._written = threading.local()  # the events table's version of this thread's last write
+        self._loaded = threading.local()  # the events table's version of the last fold this thread loaded
 
     def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:
         """Open the database and load the model in the background, then call `then` (on that thread,
@@ -528,7 +529,7 @@ class Memory:
     def _load(self, scope: str, at: datetime, around: Sequence[Note]) -> Fold:
         """The fold of the chains and prerequisites of `around` (notes already read), from the scope's
         graph, refreshed after those reads (graph.py says why), and the notes it reaches."""
-        graph = self.graphs.get(scope)
+        graph, self._loaded.version = self.graphs.get_with_version(scope)
         known = {n.id: n for n in around}
         reached = graph.reachable(known)
         notes = self.graphs.notes_of(scope, reached - known.keys(), self._notes_and_their_vectors)
@@ -602,10 +603,12 @@ class Memory:
           committed after the write needs nothing here: its erasure reads the events after its tombstone.
         - another correction of `corrected` landed: the write's note is withdrawn (revoked, naming the
           winner) and the caller gets the guard rail's error.
+        When the write's commit is the version right after the one its check read, nothing lies between.
         Where the version before the write is no longer kept, any tombstone of a target loses the write,
         and the earlier (recorded_at, id) of two corrections wins."""
         mine = self._written.version
-        if mine is None:
+        checked = getattr(self._loaded, "version", None)
+        if mine is None or (checked is not None and mine == checked + 1):
             return
         named = [t for ids in targets.values() for t in ids]
         kinds = [EventKind.FORGETS, *([EventKind.SUPERSEDES] if corrected else [])]

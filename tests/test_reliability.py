@@ -657,6 +657,30 @@ def test_two_writers_correcting_one_note_at_once_leave_one_current_and_tell_the_
     race_corrections(Memory(db, embedder), Memory(db, embedder), rounds=20)  # as two server processes
 
 
+def test_a_write_nothing_raced_reads_no_earlier_version_of_the_events(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write whose commit is the events table's version right after the one its check read has nothing
+    to look for in between (the race tests show the look when something landed there)."""
+    first = memory.remember(Draft(text="The deploy window is Tuesday")).note
+    other = memory.remember(Draft(text="Deploys need a green build")).note
+    looks: list[tuple[Any, ...]] = []
+    real = memory.tables.committed_before
+
+    def committed_before(*args: Any) -> Any:
+        looks.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(memory.tables, "committed_before", committed_before)
+    second = memory.correct(first.id, Draft(text="The deploy window is Wednesday"), reason="moved").note
+    memory.correct(second.id, Draft(text="The deploy window is Friday"), reason="moved again", fork=True)
+    memory.link(second.id, other.id, "depends_on")
+    memory.revoke(other.id, reason="wrong")
+    memory.reinstate(other.id, reason="right after all")
+    memory.remember(Draft(text="Deploys need two reviews"), supersedes=[other.id])
+    assert looks == []
+
+
 def _correct_in_a_process(db: str, ids: list[str], day: str, barrier: Any, results: Any) -> None:
     """A writer process: after each round's barrier, correct that round's note; report each outcome."""
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -779,4 +803,6 @@ def test_a_write_racing_a_forget_of_its_note_leaves_no_event_naming_it(
             current = [n.text for n in writer.list_notes(state="current").notes if f"Round {round_}:" in n.text]
             assert current == ([] if outcomes == ["refused"] else [f"Round {round_}: the door code is 5{round_:03d}"])
     assert refused >= rounds // 2  # at least every widened round lost the race
-    print(f"{write} racing a forget: refused in {refused} of {rounds} rounds ({rounds // 2} widened); no row left in any")
+    print(
+        f"{write} racing a forget: refused in {refused} of {rounds} rounds ({rounds // 2} widened); no row left in any"
+    )

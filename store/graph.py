@@ -179,10 +179,16 @@ class Graphs:
         self.vectors: Kept[np.ndarray] = Kept(absent_too=True)
 
     def get(self, scope: str) -> ScopeGraph:
+        return self.get_with_version(scope)[0]
+
+    def get_with_version(self, scope: str) -> tuple[ScopeGraph, int]:
+        """A scope's graph and the events table version it held every event of when asked. The graph
+        itself moves on with this process's later appends (`appended`, on any thread); the version
+        does not, so a write can tell what its check saw (Memory._refuse_if_raced)."""
         with self._lock:
             graph = self._graphs.get(scope)
             if graph is not None and graph.version == self._version():
-                return graph
+                return graph, graph.version
         version, events = self._read(scope)
         fresh = ScopeGraph(scope, version)
         fresh.add(events)
@@ -191,7 +197,7 @@ class Graphs:
             current = self._graphs.get(scope)
             if current is None or current.version <= version:
                 self._graphs[scope] = fresh
-        return fresh
+        return fresh, version
 
     def notes_of(
         self, scope: str, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, Note]]

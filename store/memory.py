@@ -112,6 +112,7 @@ class Memory:
         self.clock = clock
         self.settings = settings or RetrievalSettings()
         self._written = threading.local()  # the events table's version of this thread's last write
+        self._loaded = threading.local()  # the events table's version of the last fold this thread loaded
 
     def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:
         """Open the database and load the model in the background, then call `then` (on that thread,
@@ -186,6 +187,7 @@ class Memory:
         # a search of a scope with notes finds some; only when it found none is the store asked
         made = not candidates and not named and not self.graphs.get(scope).events and scope not in self.tables.scopes()
         after = self._write(before, events, (note, vector, readable))
+        self._refuse_if_raced(before, events, note, {"supersedes": supersedes, "depends_on": depends_on}, actor)
         similar = []
         for cand in similar_to:
             if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE:
@@ -254,8 +256,8 @@ class Memory:
         edges = [(EventKind.SUPERSEDES, note_id)] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
         events = [self._event(k, note.id, t, old.scope, reason, actor, now) for k, t in edges]
         after = self._write(before, events, (note, embedding.result(), self.embedder.readable(note.text)))
-        if not fork:
-            self._withdraw_if_raced(before, note, note_id, actor)
+        targets = {"note_id": [note_id], "depends_on": depends_on}
+        self._refuse_if_raced(before, events, note, targets, actor, corrected=None if fork else note_id)
         return Corrected(
             note=note_view(note, after), supersedes=note_id, event=event_view(events[0], after),
             chain=build_chain(after, note_id),
@@ -277,6 +279,7 @@ class Memory:
             return LifecycleChange(event=standing, changed=False, chain=build_chain(before, note_id))
         event = self._event(EventKind.REVOKES, None, note_id, note.scope, reason, actor, now)
         after = self._write(before, [event])
+        self._refuse_if_raced(before, [event], None, {"note_id": [note_id]}, actor)
         return LifecycleChange(event=event_view(event, after), changed=True, chain=build_chain(after, note_id))
 
     @_operation
@@ -321,6 +324,7 @@ class Memory:
                 )
         event = self._event(EventKind.REINSTATES, None, target_id, note.scope, reason, actor, now)
         after = self._write(before, [event])
+        self._refuse_if_raced(before, [event], None, {"target_id": [note.id]}, actor)
         return LifecycleChange(event=event_view(event, after), changed=True, chain=build_chain(after, note.id))
 
     @_operation
@@ -356,6 +360,7 @@ class Memory:
             )
         event = self._event(EventKind(kind), src_id, dst_id, src.scope, reason, actor, now)
         after = self._write(before, [event])
+        self._refuse_if_raced(before, [event], None, {"src_id": [src_id], "dst_id": [dst_id]}, actor)
         return Linked(event=event_view(event, after), changed=True, chain=build_chain(after, src_id))
 
     @_operation
@@ -524,7 +529,7 @@ class Memory:
     def _load(self, scope: str, at: datetime, around: Sequence[Note]) -> Fold:
         """The fold of the chains and prerequisites of `around` (notes already read), from the scope's
         graph, refreshed after those reads (graph.py says why), and the notes it reaches."""
-        graph = self.graphs.get(scope)
+        graph, self._loaded.version = self.graphs.get_with_version(scope)
         known = {n.id: n for n in around}
         reached = graph.reachable(known)
         notes = self.graphs.notes_of(scope, reached - known.keys(), self._notes_and_their_vectors)
@@ -581,27 +586,59 @@ class Memory:
         search with exactly its text (an identical text is its closest match, densely and by words)."""
         return next((n for n in notes if n.id in before.notes and before.state(n.id) is NoteState.ACTIVE), None)
 
-    def _withdraw_if_raced(self, before: Fold, note: Note, note_id: str, actor: str | None) -> None:
-        """The guard rail of `_current_or_refuse`, under a race: another writer's correction of `note_id`
-        committed between this one's check and its write. The later commit loses (each writer sees the
-        edges committed before its own): its note is withdrawn (revoked, naming the winner) and the
-        caller gets the guard rail's error. Where the version before this write is no longer kept, the
-        earlier (recorded_at, id) wins."""
+    def _refuse_if_raced(
+        self,
+        before: Fold,
+        written: Sequence[Event],
+        note: Note | None,
+        targets: Mapping[str, Sequence[str]],
+        actor: str | None,
+        corrected: str | None = None,
+    ) -> None:
+        """A write's checks (`_exist`; `_current_or_refuse` of `corrected`), made again after its commit
+        for what another writer committed between the check and the write. Each writer sees the events
+        committed before its own, and the later commit loses:
+        - a note it names (`targets`, by field) was forgotten: the write is refused as for any note that
+          is gone (NotFound) and leaves nothing: its note is forgotten, or else its events erased. A forget
+          committed after the write needs nothing here: its erasure reads the events after its tombstone.
+        - another correction of `corrected` landed: the write's note is withdrawn (revoked, naming the
+          winner) and the caller gets the guard rail's error.
+        When the write's commit is the version right after the one its check read, nothing lies between.
+        Where the version before the write is no longer kept, any tombstone of a target loses the write,
+        and the earlier (recorded_at, id) of two corrections wins."""
         mine = self._written.version
-        raced = self.tables.committed_before(mine, EventKind.SUPERSEDES, note_id) if mine is not None else None
-        if raced is None:  # that version is gone: order by the events' own times
-            raced = [e for e in self.graphs.get(note.scope).events.values() if e.kind is EventKind.SUPERSEDES
-                     and e.dst == note_id and (e.recorded_at, e.id) < (note.recorded_at, note.id)]  # fmt: skip
+        checked = getattr(self._loaded, "version", None)
+        if mine is None or (checked is not None and mine == checked + 1):
+            return
+        named = [t for ids in targets.values() for t in ids]
+        kinds = [EventKind.FORGETS, *([EventKind.SUPERSEDES] if corrected else [])]
+        raced = self.tables.committed_before(mine, kinds, named)
+        if raced is None:  # that version is gone: what is there now, corrections ordered by their own times
+            raced = [e for e in self.graphs.get(written[0].scope).events.values() if e.dst in named and (
+                e.kind is EventKind.FORGETS or (e.kind is EventKind.SUPERSEDES and e.dst == corrected
+                and note is not None and (e.recorded_at, e.id) < (note.recorded_at, note.id)))]  # fmt: skip
+        forgotten = {e.dst for e in raced if e.kind is EventKind.FORGETS}
+        if forgotten:
+            if note is not None:  # the note's tombstone; its erasure takes the events naming it
+                self.forget(note.id, reason="withdrawn: a note it named was forgotten while it was being written")
+            else:
+                self.tables.erase_forgotten(events=[e.id for e in written])
+                self.graphs.forget()
+            field, target = next((f, t) for f, ids in targets.items() for t in ids if t in forgotten)
+            raise NotFound("note", target, field)
+        if corrected is None or note is None:
+            return
         known = {e.id for e in before.events}  # what the check saw: a correction revoked since, say
-        winners = [e for e in raced if e.id not in known and e.src != note.id]
+        winners = [e for e in raced if e.kind is EventKind.SUPERSEDES and e.dst == corrected
+                   and e.id not in known and e.src != note.id]  # fmt: skip
         if not winners:
             return
         winner = min(winners, key=lambda e: (e.recorded_at, e.id)).src
-        reason = f"withdrawn: {winner} corrected {note_id} first, while this correction was being written"
+        reason = f"withdrawn: {winner} corrected {corrected} first, while this correction was being written"
         revoked = self._event(EventKind.REVOKES, None, note.id, note.scope, reason, actor, self.clock())
         self._write(self._load(note.scope, self.clock(), [note]), [revoked])
         raise Conflict(
-            f"note_id: {note_id} was corrected by {winner} while this correction was being written, so this one "
+            f"note_id: {corrected} was corrected by {winner} while this correction was being written, so this one "
             f"({note.id}) is withdrawn. To update the fact, correct the current note ({winner}) instead; to keep a "
             "second current version beside it on purpose, pass fork=true"
         )

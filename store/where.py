@@ -85,9 +85,18 @@ def naming(note_ids: Iterable[str]) -> str:
 
 
 def kind_is(kind: str) -> str:
+    return f"kind = {_quote(_checked_kind(kind))}"
+
+
+def kind_in(kinds: Iterable[str]) -> str:
+    listed = ", ".join(_quote(_checked_kind(k)) for k in kinds)
+    return f"kind IN ({listed})" if listed else "false"
+
+
+def _checked_kind(kind: str) -> str:
     if not kind.isidentifier():
         raise ValueError(f"not an event kind: {kind!r}")
-    return f"kind = {_quote(kind)}"
+    return kind
 
 
 def lease_free(stale_before: datetime) -> str:

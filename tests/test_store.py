@@ -203,7 +203,7 @@ def test_a_write_reads_while_its_note_is_embedded(
     monkeypatch.setattr(memory.tables, "text_search", reading(memory.tables.text_search))
     memory.remember(Draft(text="The gateway's health check is /healthz"), scope="ops")
     waiting.read.clear()
-    monkeypatch.setattr(memory.graphs, "get", reading(memory.graphs.get))
+    monkeypatch.setattr(memory.graphs, "get_with_version", reading(memory.graphs.get_with_version))
     fixed = memory.correct(port.id, Draft(text="The gateway listens on 9090"), reason="moved")
 
     assert waiting.overlapped == [True, True]

@@ -45,16 +45,17 @@ class Erasure(Compaction):
         self._eraser_lock = threading.Lock()
         self._erase_again = False
 
-    def erasure_events(self, note_ids: Collection[str]) -> list[str]:
+    def erasure_events(self, note_ids: Collection[str], also: Collection[str] = ()) -> list[str]:
         """The events an erasure of these notes removes: every event naming one of them but their
-        `forgets` tombstones, and every event naming one of those (a reinstates of a revokes)."""
+        `forgets` tombstones, the events `also` names, and every event naming one of those (a
+        reinstates of a revokes)."""
         events = self.events_table()
         named = self._scan(events, ["id", "kind"], where.naming(note_ids))
         first = [
             i
             for i, k in zip(named["id"].to_pylist(), named["kind"].to_pylist(), strict=True)
             if k != EventKind.FORGETS.value
-        ]
+        ] + list(also)
         second = self._scan(events, ["id"], where.id_in(first, "dst"))
         return sorted(set(first) | set(second["id"].to_pylist()))
 
@@ -78,26 +79,27 @@ class Erasure(Compaction):
         forgotten = set(tombstones["dst"].to_pylist())
         return sorted(forgotten - self.erased()) if forgotten else []
 
-    def erase_forgotten(self, wait: float = limits.ERASE_WAIT) -> list[str]:
-        """An erasure pass, if any forgotten note waits for one; returns the notes it erased. Waits up to
-        `wait` seconds for another process's upkeep or erasure (filelock's Timeout after), looking again
-        meanwhile whether that erased them: when it returns, every note forgotten before the call is
-        erased, by this pass or another process's."""
+    def erase_forgotten(self, wait: float = limits.ERASE_WAIT, events: Collection[str] = ()) -> list[str]:
+        """An erasure pass, if any forgotten note waits for one or `events` are given (events to erase
+        besides: those of a write that named a note a forget had just erased, Memory._refuse_if_raced);
+        returns the notes it erased. Waits up to `wait` seconds for another process's upkeep or erasure
+        (filelock's Timeout after), looking again meanwhile whether that erased them: when it returns,
+        every note forgotten before the call is erased, by this pass or another process's."""
         deadline = time.monotonic() + wait
         tables = self._tables()  # opened (never made) outside the lock, which making a table takes
-        while self.unerased():
+        while events or self.unerased():
             try:
                 with self._compact_lock, self._exclusive(0):
-                    return self._erase(tables)
+                    return self._erase(tables, events)
             except Timeout:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(limits.ERASE_POLL)
         return []
 
-    def _erase(self, tables: Mapping[str, Table]) -> list[str]:
+    def _erase(self, tables: Mapping[str, Table], events: Collection[str] = ()) -> list[str]:
         """An erasure pass, under the lock of upkeep: each unerased note, and the events
-        `erasure_events` names, deleted from the live data and from every file on disk.
+        `erasure_events` names (with `events`), deleted from the live data and from every file on disk.
 
         Lance only marks a deleted row as deleted until enough of its file is; so each file that
         holds one is rewritten without it, and older versions (which still hold it) are removed. A pass
@@ -105,10 +107,10 @@ class Erasure(Compaction):
         harmless)."""
         self.refresh()  # what the holder before this one left: the files of older versions may be gone
         notes = self.unerased()
-        if not notes:
+        if not notes and not events:
             return []
         started = time.monotonic()
-        removed = self.erasure_events(notes)
+        removed = self.erasure_events(notes, events)
         notes_table = self.notes_table()
         if notes_table is not None:
             _until_committed(partial(_delete, notes_table, where.id_in(notes)), limits.ERASE_WAIT)
@@ -119,12 +121,18 @@ class Erasure(Compaction):
             # landed but whose rewrite did not), then the indexes, then drop the versions that
             # still hold the rows.
             _until_committed(partial(self._tidy, name, table, timedelta(0), erasing=True), limits.ERASE_WAIT)
-        erased_at = where.to_micros(datetime.now(UTC))
-        marks = pa.Table.from_pylist([{"note_id": n, "erased_at_us": erased_at} for n in notes], schema=_ERASURE_SCHEMA)
-        self._erasures_table(make=True).add(marks)  # type: ignore[union-attr]
+        if notes:
+            erased_at = where.to_micros(datetime.now(UTC))
+            marks = [{"note_id": n, "erased_at_us": erased_at} for n in notes]
+            self._erasures_table(make=True).add(pa.Table.from_pylist(marks, schema=_ERASURE_SCHEMA))  # type: ignore[union-attr]
         self.refresh()
-        plural = "" if len(notes) == 1 else "s"
-        log.info("erased %d forgotten note%s from the files in %.1f s", len(notes), plural, time.monotonic() - started)
+        took = time.monotonic() - started
+        if notes:
+            log.info("erased %d forgotten note%s from the files in %.1f s", len(notes), _s(notes), took)
+        else:
+            log.info(
+                "erased %d event%s of a write that named a forgotten note in %.1f s", len(removed), _s(removed), took
+            )
         return notes
 
     def erase_soon(self) -> None:
@@ -147,6 +155,10 @@ class Erasure(Compaction):
                 self.erase_forgotten()
             except Exception:
                 log.exception("erasing forgotten notes failed; the next upkeep pass, on any process, tries again")
+
+
+def _s(items: Collection[object]) -> str:
+    return "" if len(items) == 1 else "s"
 
 
 def _delete(table: Table, clause: str) -> None:

@@ -130,12 +130,12 @@ class Search(Handles):
         rows = self._scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
         return _event_from_row(rows[0]) if rows else None
 
-    def committed_before(self, version: int, kind: EventKind, dst: str) -> list[Event] | None:
-        """The `kind` events naming `dst` that were committed before `version` of the events table: what a
-        write that made `version` raced with (Lance commits one version at a time). None when that
-        version is no longer kept (an erasure pass keeps only the latest)."""
+    def committed_before(self, version: int, kinds: Iterable[EventKind], dsts: Iterable[str]) -> list[Event] | None:
+        """The events of these kinds naming one of `dsts` that were committed before `version` of the
+        events table: what a write that made `version` raced with (Lance commits one version at a time).
+        None when that version is no longer kept (an erasure pass keeps only the latest)."""
         table = self.events_table()
-        clause = where.all_of(where.id_in([dst], "dst"), where.kind_is(kind.value))
+        clause = where.all_of(where.id_in(dsts, "dst"), where.kind_in(k.value for k in kinds))
 
         def read() -> pa.Table:
             return self._view(table).checkout_version(version - 1).to_table(filter=clause)

@@ -72,12 +72,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="newcomer-") as tmp:
         work = Path(tmp)
         clone = work / "corrigenda"
-        step("clone", steps, "git", "clone", "-q", str(ROOT), str(clone))
-        step("install (README's Run it)", steps, "bash", "-c", run_it_install_command(), cwd=clone)
+        # A newcomer's shell has no PYTHONPATH; one set for this checkout would make the clone's venv run
+        # this checkout's code instead of what it installed.
+        shell = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+        step("clone", steps, "git", "clone", "-q", str(ROOT), str(clone), env=shell)
+        step("install (README's Run it)", steps, "bash", "-c", run_it_install_command(), cwd=clone, env=shell)
+        installed = subprocess.run(
+            [clone / ".venv/bin/python", "-c", "import corrigenda.server; print(corrigenda.server.__file__)"],
+            capture_output=True, text=True, env=shell, check=True,
+        ).stdout.strip()  # fmt: skip
+        if not Path(installed).is_relative_to(clone):
+            sys.exit(f"the clone's venv imports corrigenda from {installed}, not from the clone")
         home, project = work / "home", work / "code" / "billing"
         project.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(project)], check=True)
-        env = {**os.environ, **OFFLINE, "HOME": str(home)}
+        env = {**shell, **OFFLINE, "HOME": str(home)}
         env.pop("XDG_CONFIG_HOME", None)
         step("corrigenda install vscode", steps, str(clone / ".venv/bin/corrigenda"), "install", "vscode", env=env)
         entry = json.loads((home / ".config/Code/User/mcp.json").read_text())["servers"]["corrigenda"]

@@ -7,7 +7,7 @@ and nothing else; then it measures the store directory: bytes and files, right a
 write and once the upkeep that the writes set off has finished. The live data is what the same
 store holds once every old version is gone: a copy of it, compacted with nothing kept.
 
-    .venv/bin/python bench/disk.py --writes 2000 --json disk.json
+    .venv/bin/python bench/disk.py --writes 2000 --json bench/results/disk.json
 
 The issue's target: at most 3x the live data after 2,000 single writes.
 """
@@ -15,7 +15,6 @@ The issue's target: at most 3x the live data after 2,000 single writes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import shutil
@@ -27,6 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import harness  # bench/harness.py: sys.path[0] is bench/ when run as a script
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 from corrigenda.store.storage.limits import KEEP_VERSIONS_FOR
 
@@ -120,24 +120,29 @@ def run(writes: int, seed: int, checkpoints: int, keep: Path | None = None) -> d
     }
 
 
-def print_table(result: dict[str, Any]) -> None:
-    live = result["live"]["bytes"]
-    print(
-        f"{result['writes']} single writes ({', '.join(f'{n} {op}' for op, n in result['mix'].items())}), "
-        f"versions kept {result['keep_versions_for_s']:g} s, real model (all-MiniLM-L6-v2)"
+def table(result: dict[str, Any]) -> str:
+    """Disk and files along the writes, once the upkeep is done, and the live data, in MiB and as a multiple of the live data."""
+    rows: list[list[object]] = [
+        [f"{row['writes']:,} writes ({row['seconds']} s)", round(row["bytes"] / 2**20, 1), row["files"],
+         round(row["bytes"] / row["live"], 2)]
+        for row in result["checkpoints"]
+    ]  # fmt: skip
+    settled, live = result["after_upkeep"], result["live"]
+    rows.append(["upkeep finished", round(settled["bytes"] / 2**20, 1), settled["files"], result["ratio_after_upkeep"]])
+    rows.append([f"live data, {result['writes']:,} writes", round(live["bytes"] / 2**20, 1), live["files"], 1.0])
+    return harness.markdown_table(["after", "disk MiB", "files", "× the live data then"], rows)
+
+
+def mix(result: dict[str, Any]) -> str:
+    """What the writes were, and how long old versions are kept."""
+    counts = result["mix"]
+    return harness.markdown_table(
+        ["single writes", *counts, "versions kept (s)"],
+        [[result["writes"], *counts.values(), result["keep_versions_for_s"]]],
     )
-    print()
-    print("| after | disk MiB | files | x the live data then |")
-    print("|---|---|---|---|")
-    for row in result["checkpoints"]:
-        print(
-            f"| {row['writes']} writes ({row['seconds']} s) | {row['bytes'] / 2**20:.1f} | {row['files']} | {row['bytes'] / row['live']:.2f} |"
-        )
-    settled = result["after_upkeep"]
-    print(
-        f"| upkeep finished | {settled['bytes'] / 2**20:.1f} | {settled['files']} | {result['ratio_after_upkeep']:.2f} |"
-    )
-    print(f"| live data (every old version gone) | {live / 2**20:.1f} | {result['live']['files']} | 1.00 |")
+
+
+TABLES = {"main": table, "mix": mix}
 
 
 def main() -> None:
@@ -150,9 +155,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result = run(args.writes, args.seed, args.checkpoints, args.keep)
-    print_table(result)
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        harness.write_results(args.json, result)
+    print(mix(result), table(result), sep="\n\n")
 
 
 if __name__ == "__main__":

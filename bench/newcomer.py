@@ -12,7 +12,8 @@ Run from the repository root (needs git and Node.js's npx; reaches only the pack
 
     .venv/bin/python bench/newcomer.py [--json bench/results/newcomer.json]
 
-It prints a table of the steps' seconds and writes them, with the date and the commit, as JSON.
+It prints a table of the steps' seconds and, with --json, writes them with the first recall's lines
+(bench/harness.py adds the run record: the commit cloned, the date, the machine's load).
 pip's cache is whatever the machine has: a first install on a new machine downloads ~2 GB more.
 """
 
@@ -26,10 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+import harness  # bench/harness.py: sys.path[0] is bench/ when run as a script
+
+ROOT = harness.ROOT
 INSPECTOR = "@modelcontextprotocol/inspector@0.17.5"  # the 0.x CLI runs on Node 20
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -53,6 +56,14 @@ def step(name: str, steps: dict[str, float], *command: str, **kwargs: object) ->
     return done  # type: ignore[no-any-return]
 
 
+def table(result: dict[str, Any]) -> str:
+    """Each step's seconds, and the total."""
+    return harness.markdown_table(["step", "seconds"], list(result["seconds"].items()))
+
+
+TABLES = {"main": table}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the figures here (e.g. bench/results/newcomer.json)")
@@ -61,12 +72,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="newcomer-") as tmp:
         work = Path(tmp)
         clone = work / "corrigenda"
-        step("clone", steps, "git", "clone", "-q", str(ROOT), str(clone))
-        step("install (README's Run it)", steps, "bash", "-c", run_it_install_command(), cwd=clone)
+        # A newcomer's shell has no PYTHONPATH; one set for this checkout would make the clone's venv run
+        # this checkout's code instead of what it installed.
+        shell = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+        step("clone", steps, "git", "clone", "-q", str(ROOT), str(clone), env=shell)
+        step("install (README's Run it)", steps, "bash", "-c", run_it_install_command(), cwd=clone, env=shell)
+        installed = subprocess.run(
+            [clone / ".venv/bin/python", "-c", "import corrigenda.server; print(corrigenda.server.__file__)"],
+            capture_output=True, text=True, env=shell, check=True,
+        ).stdout.strip()  # fmt: skip
+        if not Path(installed).is_relative_to(clone):
+            sys.exit(f"the clone's venv imports corrigenda from {installed}, not from the clone")
         home, project = work / "home", work / "code" / "billing"
         project.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(project)], check=True)
-        env = {**os.environ, **OFFLINE, "HOME": str(home)}
+        env = {**shell, **OFFLINE, "HOME": str(home)}
         env.pop("XDG_CONFIG_HOME", None)
         step("corrigenda install vscode", steps, str(clone / ".venv/bin/corrigenda"), "install", "vscode", env=env)
         entry = json.loads((home / ".config/Code/User/mcp.json").read_text())["servers"]["corrigenda"]
@@ -81,16 +101,10 @@ def main() -> None:
         answer = json.loads(recalled.stdout)["content"][0]["text"]
         assert "NOW" in answer and text in answer, answer
     steps["total"] = round(sum(steps.values()), 1)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    result = {"date": datetime.now(UTC).date().isoformat(), "commit": commit.stdout.strip(), "seconds": steps,
-              "first_recall": answer.splitlines()[:3]}  # fmt: skip
-    width = max(map(len, steps))
-    print(f"{'step':{width}}  seconds")
-    for name, seconds in steps.items():
-        print(f"{name:{width}}  {seconds:7.1f}")
+    result = {"seconds": steps, "first_recall": answer.splitlines()[:3]}
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        harness.write_results(args.json, result)
+    print(table(result))
 
 
 if __name__ == "__main__":

@@ -12,13 +12,12 @@ The store: `--notes` notes of bench/scale.py's synthetic corpus in one scope, im
 real model and compacted; the remembered texts are variants of corpus notes, and each correction
 (with `fork`, as any note may be corrected however often) replaces a different corpus note.
 
-    .venv/bin/python bench/overlap.py [--notes 10000] [--rounds 160] [--json PATH]
+    .venv/bin/python bench/overlap.py [--notes 10000] [--rounds 160] [--json bench/results/overlap.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import tempfile
@@ -28,6 +27,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import harness  # bench/harness.py: sys.path[0] is bench/ when run as a script
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 from scale import make_corpus, ms_summary  # bench/scale.py: sys.path[0] is bench/ when run as a script
 
@@ -84,21 +84,25 @@ def run(notes: int, rounds: int, warm: int, seed: int) -> dict[str, Any]:
     return {"notes": notes, "rounds": rounds, "warm": warm, "seed": seed, "summary": summary}
 
 
-def print_table(result: dict[str, Any]) -> None:
+def table(result: dict[str, Any]) -> str:
+    """Each call's p50 and p99 both ways, what the store's way saves at the p50, and the median ratio per call."""
     s = result["summary"]
-    counted = result["rounds"] - result["warm"]
-    print(f"{result['notes']:,} notes in one scope, {counted} calls each way (interleaved), real model")
-    print()
-    print(
-        "| call | embedded beside the reads p50 / p99 ms | embedded first p50 / p99 ms | saved p50 ms | per call, median ratio |"
-    )
-    print("|---|---|---|---|---|")
+    rows = []
     for op in ("remember", "correct"):
-        b, f, saved = s[f"{op} beside"], s[f"{op} first"], s[f"{op} saved"]
-        print(
-            f"| {op} | {b['p50_ms']:.1f} / {b['p99_ms']:.1f} | {f['p50_ms']:.1f} / {f['p99_ms']:.1f} | "
-            f"{saved['p50_ms']:.1f} | {saved['median_ratio']:.2f} |"
-        )
+        beside, first, saved = s[f"{op} beside"], s[f"{op} first"], s[f"{op} saved"]
+        rows.append([
+            op, beside["n"],
+            round(beside["p50_ms"], 1), round(beside["p99_ms"], 1), round(first["p50_ms"], 1), round(first["p99_ms"], 1),
+            round(saved["p50_ms"], 1), round(saved["median_ratio"], 2),
+        ])  # fmt: skip
+    header = [
+        "call", "calls each way", "embedded beside the reads, p50 ms", "beside, p99 ms", "embedded first, p50 ms",
+        "first, p99 ms", "saved at the p50, ms", "per call, median ratio beside / first",
+    ]  # fmt: skip
+    return harness.markdown_table(header, rows)
+
+
+TABLES = {"main": table}
 
 
 def main() -> None:
@@ -112,9 +116,9 @@ def main() -> None:
     if args.warm >= args.rounds:
         parser.error("--warm must be less than --rounds")
     result = run(args.notes, args.rounds, args.warm, args.seed)
-    print_table(result)
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        harness.write_results(args.json, result)
+    print(f"{result['notes']:,} notes in one scope, calls interleaved, real model", table(result), sep="\n\n")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ server's read would be. Upkeep and erasure run in line, right after the write th
     .venv/bin/python bench/s3_requests.py [--writes 150] [--seed 1] [--forgets 0.1] [--compact-at 16]
                                        [--two-pass-cleanup] [--other-writer] [--json PATH]
 
+e.g. `--json bench/results/s3_requests.json`, and with `--other-writer`
+`--json bench/results/s3_requests_other_writer.json`.
+
 `--compact-at` and `--two-pass-cleanup` put back what upkeep on a bucket did before cc91a6b (8, and
 a cleanup in two passes: versions older than 10 s, then those beyond the newest 20), to compare.
 It prints requests per write by phase and kind, compactions and erasure passes (about 2 minutes for
@@ -28,7 +31,6 @@ It prints requests per write by phase and kind, compactions and erasure passes (
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import socket
@@ -41,11 +43,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import harness
 from corrigenda.store import Draft, Memory, tables
 from corrigenda.store.storage import limits
 from local_s3 import KINDS, LocalS3, kind
 
 PHASES = ("write", "read", "upkeep", "erasure", "other")
+COUNTED = PHASES[:-1]  # the counted writer's phases: all but the other writer's
 BUCKET = "corrigenda-requests"
 
 
@@ -145,28 +149,45 @@ def run(
     }  # fmt: skip
 
 
-def report(result: dict[str, Any]) -> str:
-    n = result["writes"]
-    lines = [
-        f"requests: one writer{' (and another between its calls)' if result['other_writer'] else ''} on a "
-        f"local bucket, {n} writes (seed {result['seed']}, forgets {result['forgets']:.0%}), "
-        f"compaction at {result['compact_at']} fragments, cleanup in {result['cleanup']}; "
-        f"{result['compactions']} compactions, {result['erasure_passes']} erasure passes",
-        "",
-        f"{'per write':<10}" + "".join(f"{k:>12}" for k in KINDS) + f"{'all':>10}",
+def per_write(result: dict[str, Any], *phases: str, request_kind: str | None = None) -> float:
+    """Requests (of one kind, or all) per counted write, over the phases named."""
+    counts: Counter[str] = Counter()
+    for phase in phases:
+        counts.update(result["requests"][phase])
+    found = sum(counts.values()) if request_kind is None else counts.get(request_kind, 0)
+    return round(found / result["writes"], 1)
+
+
+def table(result: dict[str, Any]) -> str:
+    """Requests per write by phase, with the settings of the run, the compactions and the erasure passes."""
+    other = per_write(result, "other") if result["other_writer"] else "–"
+    erasure = per_write(result, "erasure") if result["erasure_passes"] else "–"
+    row = [
+        "yes" if result["other_writer"] else "no", f"{result['forgets']:.0%}", result["compact_at"], result["cleanup"],
+        per_write(result, "write"), per_write(result, "read"), per_write(result, "upkeep"), erasure,
+        per_write(result, *COUNTED), other, result["compactions"], result["erasure_passes"],
+    ]  # fmt: skip
+    header = [
+        "other writer", "forgets", "compaction at (fragments)", "cleanup", "write", "its recall", "upkeep", "erasure",
+        "all (the other writer left out)", "the other writer (two remembers a write)", "compactions",
+        "erasure passes",
+    ]  # fmt: skip
+    return harness.markdown_table(header, [row])
+
+
+def kinds(result: dict[str, Any]) -> str:
+    """Requests per write by phase and by kind of request (KINDS)."""
+    phases = [*COUNTED, *(["other"] if result["other_writer"] else [])]
+    rows: list[list[object]] = [
+        [phase, *(per_write(result, phase, request_kind=k) for k in KINDS), per_write(result, phase)]
+        for phase in phases
     ]
-    totals: Counter[str] = Counter()
-    for phase in PHASES:
-        counts = result["requests"][phase]
-        if phase == "other" and not result["other_writer"]:
-            continue
-        if phase != "other":
-            totals.update(counts)
-        cells = "".join(f"{counts.get(k, 0) / n:>12.1f}" for k in KINDS)
-        lines.append(f"{phase:<10}{cells}{sum(counts.values()) / n:>10.1f}")
-    cells = "".join(f"{totals.get(k, 0) / n:>12.1f}" for k in KINDS)
-    lines.append(f"{'all':<10}{cells}{sum(totals.values()) / n:>10.1f}  (the other writer's requests left out)")
-    return "\n".join(lines)
+    label = "all (the other writer left out)" if result["other_writer"] else "all"
+    rows.append([label, *(per_write(result, *COUNTED, request_kind=k) for k in KINDS), per_write(result, *COUNTED)])
+    return harness.markdown_table(["per write", *KINDS, "all"], rows)
+
+
+TABLES = {"main": table, "kinds": kinds}
 
 
 def main() -> None:
@@ -186,9 +207,9 @@ def main() -> None:
     if not 0 <= args.forgets <= 0.8:
         parser.error("--forgets is a share between 0 and 0.8")
     result = run(args.writes, args.seed, args.forgets, args.compact_at, args.two_pass_cleanup, args.other_writer)
-    print(report(result))
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+        harness.write_results(args.json, result)
+    print(table(result), kinds(result), sep="\n\n")
 
 
 if __name__ == "__main__":

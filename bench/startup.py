@@ -19,8 +19,9 @@ Run from the repository root:
 
     .venv/bin/python bench/startup.py [--runs N] [--json PATH]
 
-It prints median, min and max of every metric over the runs; --json also writes every run's raw
-figures and the medians. Linux only (/proc). The server gets HF_HUB_OFFLINE=1: no network.
+It prints median, min and max of every metric over the runs as a markdown table; --json also writes
+every run's raw figures and the medians (bench/harness.py). Linux only (/proc). The server gets
+HF_HUB_OFFLINE=1: no network.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import harness  # bench/harness.py: sys.path[0] is bench/ when run as a script
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -238,31 +240,25 @@ def medians(runs: Sequence[Run]) -> dict[str, float]:
     return {name: statistics.median(getattr(r, name) for r in runs) for name in _metric_names()}
 
 
-def table(runs: Sequence[Run]) -> str:
-    width = max(len(label) for label in LABELS.values())
-    rows = [f"{'metric':<{width}}  {'median':>9}  {'min':>9}  {'max':>9}"]
-    for name in _metric_names():
-        values = [getattr(r, name) for r in runs]
-        digits = 1 if name.endswith("_mib") else 3
-        figures = (statistics.median(values), min(values), max(values))
-        rows.append(f"{LABELS[name]:<{width}}  " + "  ".join(f"{v:>9.{digits}f}" for v in figures))
-    rows.append(f"{'exit codes':<{width}}  {', '.join(str(r.exit_code) for r in runs)}")
-    return "\n".join(rows)
+def report(runs: Sequence[Run]) -> dict[str, Any]:
+    """What --json writes: every run's figures and the medians."""
+    return {"query": QUERY, "seed_notes": list(SEED_NOTES), "runs": [asdict(r) for r in runs], "median": medians(runs)}
+
+
+def table(results: dict[str, Any]) -> str:
+    """Median, min and max of each metric over the runs."""
+    rows = []
+    for name, label in LABELS.items():
+        values = [run[name] for run in results["runs"]]
+        rows.append([label, results["median"][name], min(values), max(values)])
+    return harness.markdown_table(["metric", "median", "min", "max"], rows)
+
+
+TABLES = {"main": table}
 
 
 def _summary(run: Run) -> str:
     return ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in asdict(run).items())
-
-
-def write_json(path: Path, runs: Sequence[Run]) -> None:
-    report = {
-        "command": [CORRIGENDA, "serve", "--db", "<fresh temp store>"],
-        "query": QUERY,
-        "seed_notes": list(SEED_NOTES),
-        "runs": [asdict(r) for r in runs],
-        "median": medians(runs),
-    }
-    path.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -279,9 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs.append(run)
         print(f"run {i + 1}/{args.runs}: " + _summary(run), file=sys.stderr)
 
-    print(table(runs))
+    payload = report(runs)
     if args.json:
-        write_json(args.json, runs)
+        harness.write_results(args.json, payload)
+    print(table(payload))
+    print(f"server exit codes: {', '.join(str(r.exit_code) for r in runs)}")
     bad = [r.exit_code for r in runs if r.exit_code != 0]
     if bad:
         print(f"problem: server exit codes {bad} (None: killed after {EXIT_TIMEOUT_S:.0f} s)", file=sys.stderr)

@@ -5,7 +5,7 @@ N notes are stored with `import_notes` (real model) in one scope; a tenth of the
 corrected and a twentieth of the corrections revoked, one call each, so the export carries
 supersedes and revokes events. Every import is checked: its re-export is the export, line for line.
 
-    .venv/bin/python bench/transfer.py --notes 5000 --json transfer.json
+    .venv/bin/python bench/transfer.py --notes 5000 --json bench/results/transfer.json
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import argparse
 import json
 import os
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import harness  # bench/harness.py: sys.path[0] is bench/ when run as a script
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 
 TOPICS = ("the cache TTL", "the deploy branch", "the on-call rota", "the build host", "the log level", "the API quota")
@@ -30,7 +32,7 @@ def timed(work: Any) -> tuple[Any, float]:
     return result, time.perf_counter() - start
 
 
-def main(notes: int, out: str | None) -> dict[str, Any]:
+def run(notes: int) -> dict[str, Any]:
     rng = random.Random(7)
     embedder = SentenceTransformerEmbedder()
     embedder.embed(["warm up"])
@@ -58,19 +60,39 @@ def main(notes: int, out: str | None) -> dict[str, Any]:
             assert list(target.export(vectors=vectors))[1:] == lines[1:], "the copy differs from the source"
             assert again.notes_written == 0 and again.events_written == 0
             figures[key] = {
-                "lines": len(lines), "MiB": round(size / 2**20, 2), "export s": round(seconds, 2),
+                "lines": len(lines), "notes": first.notes_written, "events": first.events_written,
+                "MiB": round(size / 2**20, 2), "export s": round(seconds, 2),
                 "import s": round(first_s, 2), "notes/s": round(first.notes_written / first_s),
                 "import again s": round(again_s, 2),
             }  # fmt: skip
-            print(key, json.dumps(figures[key]))
-    if out:
-        Path(out).write_text(json.dumps(figures, indent=2))
+            print(key, json.dumps(figures[key]), file=sys.stderr)
     return figures
 
 
-if __name__ == "__main__":
+COLUMNS = ("lines", "notes", "events", "MiB", "export s", "import s", "notes/s", "import again s")
+
+
+def table(figures: dict[str, Any]) -> str:
+    """The export without and with the vectors: its size, and the time to export, import and import again."""
+    rows = [
+        [key, *(figures[key].get(column, "–") for column in COLUMNS)] for key in ("without vectors", "with vectors")
+    ]
+    return harness.markdown_table(["export", *COLUMNS], rows)
+
+
+TABLES = {"main": table}
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=int, default=5000)
-    parser.add_argument("--json", dest="out")
+    parser.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args()
-    main(args.notes, args.out)
+    figures = run(args.notes)
+    if args.json:
+        harness.write_results(args.json, figures)
+    print(table(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -59,7 +59,10 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     if not rows:
         raise ValueError("a table needs at least one row")
     numeric = [all(isinstance(row[i], int | float) or row[i] in ("", "–") for row in rows) for i in range(len(header))]
-    lines = ["| " + " | ".join(_cell(name) for name in header) + " |", "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    lines = [
+        "| " + " | ".join(_cell(name) for name in header) + " |",
+        "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
     return "\n".join(lines)
 

@@ -724,7 +724,7 @@ def recall_table(payload: dict[str, Any], setting: str = "s", budget: int = TARG
         for system in SYSTEMS:
             found = figures.get(f"{group}|{system}|{budget}")
             if found and any(n for _, n in found.values()):
-                body.append([group, system, *(cell(*found[m], rate=group == "all") for m in METRICS)])
+                body.append([group, system, *(cell(found[m][0], found[m][1], rate=group == "all") for m in METRICS)])
     return markdown(["kind", "system", *METRICS], body)
 
 

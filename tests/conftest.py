@@ -85,3 +85,29 @@ async def call_error(client: Client, tool: str, **arguments: Any) -> str:
     result = await client.call_tool(tool, arguments)
     assert result.is_error, f"{tool} should have failed: {result.structured_content}"
     return result.content[0].text  # type: ignore[union-attr]
+
+
+# Tiers. A whole file's kind, where every test in it is of that kind; a single slow test carries its own
+# marks. Every kind is also `slow`, so `python -m pytest -m "not slow"` is the quick tier.
+TIERS = {
+    "test_install.py": "install",
+    "test_install_clients.py": "install",
+    "test_mcpb.py": "install",
+    "test_packaging.py": "install",
+    "test_object_store.py": "bucket",
+    "test_ui.py": "browser",
+    "test_browse.py": "browser",
+    "test_processes.py": "processes",
+    "test_manifests.py": "processes",
+    "test_cli.py": "processes",
+}
+SLOW_KINDS = ("install", "bucket", "browser", "processes")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        kind = TIERS.get(item.path.name)
+        if kind:
+            item.add_marker(getattr(pytest.mark, kind))
+        if kind or any(item.get_closest_marker(k) for k in SLOW_KINDS):
+            item.add_marker(pytest.mark.slow)

@@ -48,6 +48,7 @@ def cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.processes
 async def test_the_same_folder_is_the_same_scope_from_every_entry_point(
     repo: Path, db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -697,7 +697,7 @@ def _correct_in_a_process(db: str, ids: list[str], day: str, barrier: Any, resul
     memory.close()
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_two_processes_correcting_one_note_at_once_leave_one_current_and_tell_the_other(memory: Memory) -> None:
     rounds = 20
     ids = [memory.remember(Draft(text=f"Round {r}: the deploy window is Tuesday")).note.id for r in range(rounds)]

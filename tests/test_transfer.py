@@ -219,6 +219,7 @@ def test_a_knowledge_graph_memory_file_becomes_notes_that_depend_on_their_entiti
     assert "kg2" not in memory.tables.scopes()
 
 
+@pytest.mark.processes
 def test_the_export_and_import_commands(tmp_path: Path, db: str, memory: Memory) -> None:
     build(memory)
     out = tmp_path / "ops.jsonl"
@@ -351,6 +352,7 @@ def test_an_export_that_fails_leaves_no_partial_file(tmp_path: Path, memory: Mem
     assert not out.exists() and not Path(f"{out}.partial").exists()
 
 
+@pytest.mark.processes
 def test_a_note_with_unicode_line_separators_survives_the_export_and_import_commands(
     tmp_path: Path, db: str, memory: Memory
 ) -> None:
@@ -395,6 +397,7 @@ def test_a_cut_short_export_is_refused_unless_a_partial_restore_is_asked_for(
     assert done.notes_written == 7 and done.events_written == 3
 
 
+@pytest.mark.processes
 def test_the_import_command_refuses_a_cut_file_and_restores_it_with_partial(tmp_path: Path, memory: Memory) -> None:
     build(memory)
     cut = tmp_path / "cut.jsonl"

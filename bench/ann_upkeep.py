@@ -198,6 +198,7 @@ def measure(
         missed.append(i)
         if ids[i] in nearest_ids(table, vectors[i], SCOPE, exact=True):
             unreachable.append(i)
+    shown = {k: v for k, v in state.items() if k not in ("segment_of", "partition_of")}
     result = {
         "size": len(ids),
         "when": when,
@@ -213,12 +214,12 @@ def measure(
         "unreachable_ids": [ids[i] for i in unreachable],
         "skip_warnings_so_far": sum(log.skipped.values()),
         "partitions_named_so_far": len(named),
-        "index": {k: v for k, v in state.items() if k not in ("segment_of", "partition_of")},
+        "index": shown,
         "seconds": time.perf_counter() - started,
     }
     print(
         f"  {len(ids):,} notes, {when}: recall@20 {result['recall_at_20']:.4f}, unreachable "
-        f"{len(unreachable)}/{len(picked)} (missed {len(missed)}), index {result['index'].get('segments')}, "
+        f"{len(unreachable)}/{len(picked)} (missed {len(missed)}), index {shown.get('segments')}, "
         f"warnings so far {result['skip_warnings_so_far']}",
         file=sys.stderr,
     )

@@ -88,5 +88,5 @@ def _commit() -> str:
         return done.stdout.strip()
 
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "store", "server", "bench")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "store", "server", "bench", ":!bench/results")
     return f"{commit} + uncommitted changes" if changed else commit

@@ -69,7 +69,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 def _cell(value: object) -> str:
     if isinstance(value, float):  # the same decimals for the same magnitude, so a column lines up
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+        decimals = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2 if abs(value) >= 1 else 3
+        return f"{value:,.{decimals}f}"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value).replace("|", "\\|")

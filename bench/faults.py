@@ -32,9 +32,10 @@ times, on real LanceDB stores in a temporary directory, and checks the store aft
 
 4. Transfer (--parts import,export; issue 35): a source store of --transfer-notes notes stored with
    the CLI's real model, a tenth corrected and a twentieth of those revoked, so its export has events.
-   kill -9 of the real CLI at a random moment, every other kill aimed at the command's writes (from
-   when the unkilled run's first data file or first byte appeared to its end), the rest anywhere up to
-   1.1x its unkilled time:
+   kill -9 of the real CLI at a random moment: every other kill aimed at the command's writes (after
+   the run's first data file or first byte appeared, within as long as the unkilled run wrote), the
+   rest anywhere in the unkilled run's time. A run that ends before its kill is a trial, not a kill;
+   trials go on until the kills wanted have landed (at most twice as many):
    - `corrigenda import FILE` (--import-kills) of the source's `export --vectors` into a new store:
      the store must open with no duplicated or corrupt rows; what the kill left is recorded (nothing,
      some notes, all); then the same import run again must exit 0 and leave every note and event of
@@ -1272,9 +1273,6 @@ def race_phase(root: Path, rounds: int, seed: int) -> PhaseResult:
 
 TRANSFER_FORMS = {"import": "import FILE", "stdout": "export > file", "out": "export --out FILE"}
 TRANSFER_TOPICS = ("the cache TTL", "the deploy branch", "the on-call rota", "the build host", "the log level")
-# A kill lands at a random moment from when the command was started to this share of how long the same
-# command took unkilled, so some kills land after it finished (the restore must then be whole).
-TRANSFER_SPREAD = 1.1
 
 
 @dataclass
@@ -1282,7 +1280,8 @@ class TransferResult:
     """One row of the transfer table: kills of one command, and what the store or the file was left as."""
 
     form: str
-    kills: int = 0
+    trials: int = 0
+    kills: int = 0  # trials whose kill landed (in the others the command ended first)
     outcomes: Counter[str] = field(default_factory=Counter)
     lost: dict[str, int] = field(default_factory=dict)  # id → first trial
     duplicated: dict[str, int] = field(default_factory=dict)
@@ -1305,7 +1304,7 @@ class TransferResult:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "form": TRANSFER_FORMS[self.form], "kills": self.kills, "lost": len(self.lost),
+            "form": TRANSFER_FORMS[self.form], "trials": self.trials, "kills": self.kills, "lost": len(self.lost),
             "duplicated": len(self.duplicated), "corrupt": len(self.corrupt),
             "silently_partial": self.silently_partial, "outcomes": dict(self.outcomes),
             "seconds": round(self.seconds, 1),
@@ -1406,8 +1405,11 @@ def build_source(root: Path, notes: int, embedder: Embedder, seed: int) -> Sourc
     return source
 
 
-def kill_after(proc: Any, delay: float) -> bool:
-    """SIGKILL after `delay` seconds unless it ended first; whether the kill landed."""
+def kill_after(proc: Any, delay: float, writing: Callable[[], bool] | None = None) -> bool:
+    """SIGKILL `delay` seconds after it started, or after `writing` first held, unless it ended first;
+    whether the kill landed."""
+    while writing is not None and proc.poll() is None and not writing():
+        time.sleep(0.02)
     try:
         proc.wait(timeout=delay)
     except subprocess.TimeoutExpired:
@@ -1418,19 +1420,23 @@ def kill_after(proc: Any, delay: float) -> bool:
 
 
 def export_trial(
-    source: Source, form: str, folder: Path, delay: float, embedder: Embedder, result: TransferResult
+    source: Source, form: str, folder: Path, delay: float, aimed: bool, embedder: Embedder, result: TransferResult
 ) -> dict[str, Any]:
     """Kill an export after `delay`, then restore the file a user would have into a new store."""
     out = folder / "export.jsonl"
-    trial = result.kills + 1
+    trial = result.trials + 1
     if form == "stdout":
         with out.open("w") as file:
             killed = kill_after(
-                corrigenda(["export", "--db", source.db], stdout=file, stderr=subprocess.DEVNULL), delay
+                corrigenda(["export", "--db", source.db], stdout=file, stderr=subprocess.DEVNULL),
+                delay,
+                has_bytes(out) if aimed else None,
             )
     else:
         killed = kill_after(
-            corrigenda(["export", "--db", source.db, "--out", str(out)], stderr=subprocess.DEVNULL), delay
+            corrigenda(["export", "--db", source.db, "--out", str(out)], stderr=subprocess.DEVNULL),
+            delay,
+            has_bytes(out) if aimed else None,
         )
     record: dict[str, Any] = {"trial": trial, "delay_s": round(delay, 2), "killed": killed}
     partial = out.with_name(out.name + ".partial")
@@ -1459,13 +1465,13 @@ def export_trial(
 
 
 def import_trial(
-    source: Source, folder: Path, delay: float, embedder: Embedder, result: TransferResult
+    source: Source, folder: Path, delay: float, aimed: bool, embedder: Embedder, result: TransferResult
 ) -> dict[str, Any]:
     """Kill an import into a new store after `delay`; check what it left, run it again, check the store."""
     target = str(folder / "store")
-    trial = result.kills + 1
+    trial = result.trials + 1
     args = ["import", "--db", target, str(source.with_vectors)]
-    killed = kill_after(corrigenda(args, stderr=subprocess.DEVNULL), delay)
+    killed = kill_after(corrigenda(args, stderr=subprocess.DEVNULL), delay, has_data(Path(target)) if aimed else None)
     record: dict[str, Any] = {"trial": trial, "delay_s": round(delay, 2), "killed": killed}
     left = check_store(target, embedder, Ledger())  # nothing was acknowledged: no loss yet, but no damage
     record.update(left_notes=left.notes, left_events=left.events)
@@ -1514,25 +1520,29 @@ def transfer_phase(
         started = time.perf_counter()
         result = TransferResult(form)
         whole = source.seconds[form]
-        writes_from = source.writes_from["import" if form == "import" else "export"]
-        for trial in range(1, kills[form] + 1):
+        writing = whole - source.writes_from["import" if form == "import" else "export"]
+        # until the kills wanted have landed (a run can end before its kill), at most twice as many trials
+        while result.kills < kills[form] and result.trials < 2 * kills[form]:
+            trial = result.trials + 1
             folder = root / form / f"{trial:03d}"
             folder.mkdir(parents=True)
-            # every other kill is aimed at the writes (from the first byte or data file to the end): the
-            # rest land anywhere, mostly in the seconds a process takes to start and load the model
+            # every other kill is aimed at the writes: from when this run's first data file or first byte
+            # appeared, within as long as the unkilled run wrote; the rest land anywhere in the unkilled
+            # run's time, mostly in the seconds a process takes to start (and an import to load the model)
             aimed = trial % 2 == 0
-            delay = rng.uniform(writes_from, whole) if aimed else rng.uniform(0.0, whole * TRANSFER_SPREAD)
+            delay = rng.uniform(0.0, writing) if aimed else rng.uniform(0.0, whole)
             if form == "import":
-                record = import_trial(source, folder, delay, embedder, result)
+                record = import_trial(source, folder, delay, aimed, embedder, result)
             else:
-                record = export_trial(source, form, folder, delay, embedder, result)
-            result.kills += 1
+                record = export_trial(source, form, folder, delay, aimed, embedder, result)
+            result.trials += 1
+            result.kills += record["killed"]
             record["aimed_at_writes"] = aimed
             result.outcomes[record["outcome"]] += 1
             result.records.append(record)
             progress(
-                f"{TRANSFER_FORMS[form]} {trial}: {'killed' if record['killed'] else 'ended'} after "
-                f"{delay:.1f} s; {record['outcome']}"
+                f"{TRANSFER_FORMS[form]} {trial}: {'killed' if record['killed'] else 'ended before'} "
+                f"{delay:.1f} s {'after it began writing' if aimed else 'after its start'}; {record['outcome']}"
             )
         result.seconds = time.perf_counter() - started
         results.append(result)
@@ -1636,7 +1646,7 @@ def transfer_report(results: Sequence[TransferResult], settings: Mapping[str, An
     out = [
         "",
         f"transfer: a source of {about['notes']} notes and {about['events']} events (the CLI's model); unkilled "
-        f"{about['unkilled_s']} s; each kill at a random moment up to {TRANSFER_SPREAD}x the unkilled time",
+        f"{about['unkilled_s']} s; kills: every other one within the writes, the rest anywhere",
         f"  the unkilled runs began writing after {about['writes_from_s']} s",
         f"  exit statuses of the imports that ran to their end (restores, re-runs): {about['import_exit_statuses']}",
     ]
@@ -1664,9 +1674,18 @@ def main_table(payload: Mapping[str, Any]) -> str:
 
 def transfer_table(payload: Mapping[str, Any]) -> str:
     """kill -9 during import and export: one row per command."""
-    header = ("command killed", "kills", "lost", "duplicated", "corrupt", "silently partial restores", "outcomes")
+    header = (
+        "command killed",
+        "trials",
+        "kills",
+        "lost",
+        "duplicated",
+        "corrupt",
+        "silently partial restores",
+        "outcomes",
+    )
     rows = [
-        (f"`corrigenda {t['form']}`", t["kills"], t["lost"], t["duplicated"], t["corrupt"], t["silently_partial"],
+        (f"`corrigenda {t['form']}`", t["trials"], t["kills"], t["lost"], t["duplicated"], t["corrupt"], t["silently_partial"],
          "; ".join(f"{k} {v}" for k, v in t["outcomes"].items()))
         for t in payload["transfer"]
     ]  # fmt: skip
@@ -1766,7 +1785,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "transport": args.transport, "db": args.db or ("local S3" if args.local_s3 else "a temp directory"),
         "local_s3_dispatcher": args.local_s3_dispatcher, "transfer_notes": args.transfer_notes,
         "import_kills": args.import_kills, "export_kills_per_form": args.export_kills,
-        "transfer_spread": TRANSFER_SPREAD,
     }  # fmt: skip
     parts = set(args.parts.split(","))
     if not parts <= {"kill", "servers", "race", "import", "export"}:

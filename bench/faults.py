@@ -30,6 +30,22 @@ times, on real LanceDB stores in a temporary directory, and checks the store aft
    links were acknowledged (the fold then sets the later one aside), and those where the two
    writers and the parent do not see the same head; then the same checks.
 
+4. Transfer (--parts import,export; issue 35): a source store of --transfer-notes notes stored with
+   the CLI's real model, a tenth corrected and a twentieth of those revoked, so its export has events.
+   kill -9 of the real CLI at a random moment: every other kill aimed at the command's writes (after
+   the run's first data file or first byte appeared, within as long as the unkilled run wrote), the
+   rest anywhere in the unkilled run's time. A run that ends before its kill is a trial, not a kill;
+   trials go on until the kills wanted have landed (at most twice as many):
+   - `corrigenda import FILE` (--import-kills) of the source's `export --vectors` into a new store:
+     the store must open with no duplicated or corrupt rows; what the kill left is recorded (nothing,
+     some notes, all); then the same import run again must exit 0 and leave every note and event of
+     the file, once (lost, duplicated, corrupt as above, with the file's records as acknowledged);
+   - `corrigenda export > file` and `corrigenda export --out FILE` (--export-kills each): the file a
+     user has (FILE, else the `.partial` a killed --out leaves) is imported, without --partial, into
+     a new store: refused (nothing written), complete (every note and event), or silently partial
+     (exit 0 with fewer: the bad case). "no file": the kill came before any byte.
+   Every import that ran to its end has its exit status counted (issue 35 item 11: SIGABRT at exit).
+
 The checks, after every kill and at the end of parts 2 and 3:
 - lost: acknowledged notes that `tables.notes` does not return, and acknowledged events that the
   fold of the whole scope does not show (but those a later acknowledged forget erased with its note);
@@ -77,6 +93,10 @@ writes and 4 race rounds, under 2 minutes):
     .venv/bin/python bench/faults.py [--kills 210] [--servers 4] [--writes 50] [--race-rounds 20]
                                      [--seed 0] [--quick] [--parts kill,servers,race] [--json PATH] [--dir PATH]
                                      [--transport stdio|http] [--db s3://… | --local-s3 | --local-s3-dispatcher]
+                                     [--transfer-notes 2000] [--import-kills 20] [--export-kills 15]
+
+The default runs parts kill, servers and race; `--parts import,export` runs the transfer kills (about
+40 minutes on a busy 2-core machine: each CLI process loads lancedb, and an import the model).
 
 It prints one row per part (trials, acknowledged calls, lost, duplicated, corrupt, leaked bytes,
 calls that failed inside the store, seconds), then what the kills landed in and every problem found;
@@ -114,6 +134,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import harness
 from corrigenda.store import CorrigendaError, Draft, Embedder, Memory, NotFound
 from corrigenda.store.fold import fold
 from corrigenda.store.model import NoteState
@@ -377,13 +398,14 @@ def check_store(
             found.corrupt.append(f"in-force event {e.id} names a note that is not stored")
 
     try:
-        recalled = memory.recall(QUERY, scope=SCOPE)
+        recalled = memory.recall(QUERY, scope=SCOPE) if stored else None  # (an empty store has no scope)
     except Exception as exc:
         found.corrupt.append(f"recall failed: {exc!r}")
     else:
-        delivered = Counter(n.id for c in recalled.chains for n in [*c.heads, *(h.note for h in c.history)])
+        chains = recalled.chains if recalled is not None else []
+        delivered = Counter(n.id for c in chains for n in [*c.heads, *(h.note for h in c.history)])
         found.visible_duplicates |= {i for i, n in delivered.items() if n > 1}
-        named = set(delivered) | {p.id for c in recalled.chains for p in c.prerequisites}
+        named = set(delivered) | {p.id for c in chains for p in c.prerequisites}
         for note_id in sorted(named - set(folded.notes)):
             found.corrupt.append(f"recall delivered {note_id}, which is not a stored note")
 
@@ -1247,6 +1269,293 @@ def race_phase(root: Path, rounds: int, seed: int) -> PhaseResult:
     return result
 
 
+# -- part 4: kill -9 during import and export ---------------------------------------------------
+
+TRANSFER_FORMS = {"import": "import FILE", "stdout": "export > file", "out": "export --out FILE"}
+TRANSFER_TOPICS = ("the cache TTL", "the deploy branch", "the on-call rota", "the build host", "the log level")
+
+
+@dataclass
+class TransferResult:
+    """One row of the transfer table: kills of one command, and what the store or the file was left as."""
+
+    form: str
+    trials: int = 0
+    kills: int = 0  # trials whose kill landed (in the others the command ended first)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    lost: dict[str, int] = field(default_factory=dict)  # id → first trial
+    duplicated: dict[str, int] = field(default_factory=dict)
+    corrupt: dict[str, int] = field(default_factory=dict)
+    silently_partial: int = 0
+    left_by_kill: list[dict[str, Any]] = field(default_factory=list)  # import: what each kill left stored
+    records: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def absorb(self, check: Check, trial: int) -> None:
+        for ident in check.lost:
+            self.lost.setdefault(ident, trial)
+        for ident in check.raw_duplicates:
+            self.duplicated.setdefault(ident, trial)
+        for problem in check.corrupt:
+            self.corrupt.setdefault(problem, trial)
+
+    def clean(self) -> bool:
+        return not (self.lost or self.duplicated or self.corrupt or self.silently_partial)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "form": TRANSFER_FORMS[self.form], "trials": self.trials, "kills": self.kills, "lost": len(self.lost),
+            "duplicated": len(self.duplicated), "corrupt": len(self.corrupt),
+            "silently_partial": self.silently_partial, "outcomes": dict(self.outcomes),
+            "seconds": round(self.seconds, 1),
+            "problems": {"lost": self.lost, "duplicated": self.duplicated, "corrupt": self.corrupt},
+            "trials_detail": self.records,
+        }  # fmt: skip
+
+
+@dataclass
+class Source:
+    """The store the transfer part exports, and what its whole export holds."""
+
+    db: str
+    whole: Path  # `export --out`, unkilled
+    with_vectors: Path  # `export --vectors --out`, unkilled: the file the import kills import
+    ledger: Ledger  # every note and event of the whole export
+    corrected: list[str]  # notes a correction replaced: their histories are read by the checks
+    seconds: dict[str, float]  # how long each command took unkilled
+    exits: Counter[str] = field(default_factory=Counter)  # exit status of every import that ran to its end
+    writes_from: dict[str, float] = field(default_factory=dict)  # command → seconds until it began writing
+
+
+def corrigenda(args: Sequence[str], stdout: Any = subprocess.DEVNULL, stderr: Any = subprocess.PIPE) -> Any:
+    return subprocess.Popen([CORRIGENDA, *args], stdout=stdout, stderr=stderr, env=SERVER_ENV, text=True)
+
+
+def ran(
+    args: Sequence[str], source: Source | None = None, writing: Callable[[], bool] | None = None
+) -> tuple[int, str, float]:
+    """Run the CLI to its end: exit status, stderr's last line, seconds. An import's status is counted.
+    `writing`: looked at every 20 ms; the seconds until it first held go to `source.writes_from`."""
+    started = time.perf_counter()
+    proc = corrigenda(args)
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    while writing is not None and proc.poll() is None and not writing():
+        time.sleep(0.02)
+    if writing is not None and source is not None:
+        source.writes_from[args[0]] = time.perf_counter() - started
+    proc.wait()
+    reader.join()
+    if source is not None and args[0] == "import":
+        source.exits[str(proc.returncode)] += 1
+    last = next((line for line in reversed("".join(err).replace("\r", "\n").splitlines()) if line.strip()), "")
+    return proc.returncode, last, time.perf_counter() - started
+
+
+def has_data(folder: Path) -> Callable[[], bool]:
+    """Whether a store under `folder` has a data file yet (its first append landed)."""
+    return lambda: any(folder.glob("*/data/*.lance"))
+
+
+def has_bytes(path: Path) -> Callable[[], bool]:
+    """Whether `path` or its `.partial` has bytes yet."""
+    partial = path.with_name(path.name + ".partial")
+    return lambda: any(p.exists() and p.stat().st_size > 0 for p in (path, partial))
+
+
+def build_source(root: Path, notes: int, embedder: Embedder, seed: int) -> Source:
+    """`notes` notes stored at once with the CLI's model, a tenth corrected and a twentieth of those
+    revoked, one call each (as bench/transfer.py builds its store), so that events matter; then both
+    whole exports, timed."""
+    rng = random.Random(f"{seed}/transfer")
+    db = str(root / "source")
+    memory = Memory(db, embedder)
+    drafts = [
+        Draft(text=f"For service {i}, {rng.choice(TRANSFER_TOPICS)} is {rng.randint(1, 999)}") for i in range(notes)
+    ]
+    stored = memory.import_notes(drafts, scope=SCOPE)
+    corrected = [
+        memory.correct(n.id, Draft(text=n.text.rsplit(" ", 1)[0] + " 1000"), reason="changed").note.id
+        for n in rng.sample(stored, notes // 10)
+    ]
+    for note_id in corrected[: len(corrected) // 20]:
+        memory.revoke(note_id, reason="the change was rolled back")
+    memory.close()
+    source = Source(db, root / "whole.jsonl", root / "whole-vectors.jsonl", Ledger(), corrected, {})
+    for path, extra in ((source.whole, []), (source.with_vectors, ["--vectors"])):
+        status, last, seconds = ran(
+            ["export", "--db", db, "--out", str(path), *extra], source, None if extra else has_bytes(path)
+        )
+        if status != 0:
+            raise RuntimeError(f"the unkilled export failed ({status}): {last}")
+        source.seconds["stdout" if not extra else "vectors"] = seconds
+    source.seconds["out"] = source.seconds["stdout"]
+    for line in source.whole.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["type"] == "note":
+            source.ledger.notes[record["id"]] = record["text"]
+        elif record["type"] == "event":
+            source.ledger.events[record["id"]] = (record["kind"], record["src"], record["dst"])
+    target = str(root / "reference-import")
+    status, last, seconds = ran(["import", "--db", target, str(source.with_vectors)], source, has_data(Path(target)))
+    if status != 0:
+        raise RuntimeError(f"the unkilled import failed ({status}): {last}")
+    source.seconds["import"] = seconds
+    return source
+
+
+def kill_after(proc: Any, delay: float, writing: Callable[[], bool] | None = None) -> bool:
+    """SIGKILL `delay` seconds after it started, or after `writing` first held, unless it ended first;
+    whether the kill landed."""
+    while writing is not None and proc.poll() is None and not writing():
+        time.sleep(0.02)
+    try:
+        proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return True
+    return False
+
+
+def export_trial(
+    source: Source, form: str, folder: Path, delay: float, aimed: bool, embedder: Embedder, result: TransferResult
+) -> dict[str, Any]:
+    """Kill an export after `delay`, then restore the file a user would have into a new store."""
+    out = folder / "export.jsonl"
+    trial = result.trials + 1
+    if form == "stdout":
+        with out.open("w") as file:
+            killed = kill_after(
+                corrigenda(["export", "--db", source.db], stdout=file, stderr=subprocess.DEVNULL),
+                delay,
+                has_bytes(out) if aimed else None,
+            )
+    else:
+        killed = kill_after(
+            corrigenda(["export", "--db", source.db, "--out", str(out)], stderr=subprocess.DEVNULL),
+            delay,
+            has_bytes(out) if aimed else None,
+        )
+    record: dict[str, Any] = {"trial": trial, "delay_s": round(delay, 2), "killed": killed}
+    partial = out.with_name(out.name + ".partial")
+    given = out if out.exists() else partial if partial.exists() else None  # a .partial, as a careless user might
+    if given is None:
+        record["outcome"] = "no file"
+        return record
+    record.update(file=given.name, bytes=given.stat().st_size)
+    target = str(folder / "restored")
+    status, last, _ = ran(["import", "--db", target, str(given)], source)
+    record.update(status=status, said=last[:300])
+    check = check_store(target, embedder, source.ledger if status == 0 else Ledger(), source.corrected[:HISTORY_CHECKS])
+    record.update(notes=check.notes, events=check.events)
+    if status != 0:
+        record["outcome"] = "refused" if check.notes == check.events == 0 else "refused, yet wrote some"
+        check.corrupt += [f"a refused restore wrote {check.notes} notes"] if check.notes or check.events else []
+    elif check.lost or check.notes < len(source.ledger.notes) or check.events < len(source.ledger.events):
+        record["outcome"] = "silently partial"
+        result.silently_partial += 1
+        check.lost = set()  # the missing records are the silent partial restore, counted once as that
+    else:
+        record["outcome"] = "complete"
+    result.absorb(check, trial)
+    record.update(duplicated=len(check.raw_duplicates), corrupt=len(check.corrupt))
+    return record
+
+
+def import_trial(
+    source: Source, folder: Path, delay: float, aimed: bool, embedder: Embedder, result: TransferResult
+) -> dict[str, Any]:
+    """Kill an import into a new store after `delay`; check what it left, run it again, check the store."""
+    target = str(folder / "store")
+    trial = result.trials + 1
+    args = ["import", "--db", target, str(source.with_vectors)]
+    killed = kill_after(corrigenda(args, stderr=subprocess.DEVNULL), delay, has_data(Path(target)) if aimed else None)
+    record: dict[str, Any] = {"trial": trial, "delay_s": round(delay, 2), "killed": killed}
+    left = check_store(target, embedder, Ledger())  # nothing was acknowledged: no loss yet, but no damage
+    record.update(left_notes=left.notes, left_events=left.events)
+    result.absorb(left, trial)
+    whole = (len(source.ledger.notes), len(source.ledger.events))
+    record["left"] = (
+        "nothing" if left.notes == left.events == 0 else "all" if (left.notes, left.events) == whole else "some"
+    )
+    status, last, _ = ran(args, source)
+    record.update(rerun_status=status, rerun_said=last[:300])
+    if status != 0:
+        result.corrupt.setdefault(f"the import run again after the kill failed ({status}): {last[:200]}", trial)
+    check = check_store(target, embedder, source.ledger, source.corrected[:HISTORY_CHECKS])
+    if (check.notes, check.events) != whole:
+        check.corrupt.append(
+            f"after the re-run the store holds {check.notes} notes and {check.events} events, not {whole}"
+        )
+    result.absorb(check, trial)
+    record.update(
+        notes=check.notes,
+        events=check.events,
+        lost=len(check.lost),
+        duplicated=len(check.raw_duplicates),
+        corrupt=len(check.corrupt),
+    )
+    record["outcome"] = f"left {record['left']}; re-run {'completed' if status == 0 else 'failed'}"
+    return record
+
+
+def transfer_phase(
+    root: Path, forms: Sequence[str], kills: Mapping[str, int], notes: int, seed: int
+) -> tuple[list[TransferResult], dict[str, Any]]:
+    from corrigenda.store import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()  # the CLI's model: the checks recall on the stores it made
+    started = time.perf_counter()
+    source = build_source(root, notes, embedder, seed)
+    built = time.perf_counter() - started
+    progress(
+        f"transfer: source of {len(source.ledger.notes)} notes, {len(source.ledger.events)} events in {built:.0f} s; "
+        f"unkilled: {', '.join(f'{k} {v:.1f} s' for k, v in source.seconds.items())}"
+    )
+    rng = random.Random(f"{seed}/transfer-kills")
+    results = []
+    for form in forms:
+        started = time.perf_counter()
+        result = TransferResult(form)
+        whole = source.seconds[form]
+        writing = whole - source.writes_from["import" if form == "import" else "export"]
+        # until the kills wanted have landed (a run can end before its kill), at most twice as many trials
+        while result.kills < kills[form] and result.trials < 2 * kills[form]:
+            trial = result.trials + 1
+            folder = root / form / f"{trial:03d}"
+            folder.mkdir(parents=True)
+            # every other kill is aimed at the writes: from when this run's first data file or first byte
+            # appeared, within as long as the unkilled run wrote; the rest land anywhere in the unkilled
+            # run's time, mostly in the seconds a process takes to start (and an import to load the model)
+            aimed = trial % 2 == 0
+            delay = rng.uniform(0.0, writing) if aimed else rng.uniform(0.0, whole)
+            if form == "import":
+                record = import_trial(source, folder, delay, aimed, embedder, result)
+            else:
+                record = export_trial(source, form, folder, delay, aimed, embedder, result)
+            result.trials += 1
+            result.kills += record["killed"]
+            record["aimed_at_writes"] = aimed
+            result.outcomes[record["outcome"]] += 1
+            result.records.append(record)
+            progress(
+                f"{TRANSFER_FORMS[form]} {trial}: {'killed' if record['killed'] else 'ended before'} "
+                f"{delay:.1f} s {'after it began writing' if aimed else 'after its start'}; {record['outcome']}"
+            )
+        result.seconds = time.perf_counter() - started
+        results.append(result)
+    about = {
+        "notes": len(source.ledger.notes), "events": len(source.ledger.events), "built_s": round(built, 1),
+        "unkilled_s": {k: round(v, 1) for k, v in source.seconds.items()},
+        "writes_from_s": {k: round(v, 1) for k, v in source.writes_from.items()},
+        "bytes": {"export": source.whole.stat().st_size, "export --vectors": source.with_vectors.stat().st_size},
+        "import_exit_statuses": dict(source.exits),
+    }  # fmt: skip
+    return results, about
+
+
 # -- reporting ----------------------------------------------------------------------------------
 
 # what a phase adds to its summary, printed under the table in this order
@@ -1332,6 +1641,60 @@ def report(results: Sequence[PhaseResult], settings: Mapping[str, Any], seconds:
     return "\n".join(out)
 
 
+def transfer_report(results: Sequence[TransferResult], settings: Mapping[str, Any]) -> str:
+    about = settings["transfer_source"]
+    out = [
+        "",
+        f"transfer: a source of {about['notes']} notes and {about['events']} events (the CLI's model); unkilled "
+        f"{about['unkilled_s']} s; kills: every other one within the writes, the rest anywhere",
+        f"  the unkilled runs began writing after {about['writes_from_s']} s",
+        f"  exit statuses of the imports that ran to their end (restores, re-runs): {about['import_exit_statuses']}",
+    ]
+    for r in results:
+        out.append(f"{TRANSFER_FORMS[r.form]}: {dict(r.outcomes.most_common())}")
+        if r.form == "import":
+            left = Counter(rec["left"] for rec in r.records)
+            some = sorted(rec["left_notes"] for rec in r.records if rec["left"] == "some")
+            out.append(f"  what a kill left stored: {dict(left)}; notes left by a kill mid-write: {some}")
+        for title, found in (("lost", r.lost), ("duplicated", r.duplicated), ("corrupt", r.corrupt)):
+            for what, trial in list(found.items())[:10]:
+                out.append(f"  {title} (first in trial {trial}): {what}")
+    return "\n".join(out)
+
+
+def main_table(payload: Mapping[str, Any]) -> str:
+    """The kill phases, the servers and the race: one row each."""
+    rows = [
+        (p["phase"], p["trials"], p["acknowledged"], p["lost"], p["duplicated"], p["corrupt"], p["leaked_bytes"],
+         p["failed_calls"], round(p["seconds"]))
+        for p in payload["phases"]
+    ]  # fmt: skip
+    return harness.markdown_table(COLUMNS, rows)
+
+
+def transfer_table(payload: Mapping[str, Any]) -> str:
+    """kill -9 during import and export: one row per command."""
+    header = (
+        "command killed",
+        "trials",
+        "kills",
+        "lost",
+        "duplicated",
+        "corrupt",
+        "silently partial restores",
+        "outcomes",
+    )
+    rows = [
+        (f"`corrigenda {t['form']}`", t["trials"], t["kills"], t["lost"], t["duplicated"], t["corrupt"], t["silently_partial"],
+         "; ".join(f"{k} {v}" for k, v in t["outcomes"].items()))
+        for t in payload["transfer"]
+    ]  # fmt: skip
+    return harness.markdown_table(header, rows)
+
+
+TABLES = {"main": main_table, "transfer": transfer_table}
+
+
 @contextmanager
 def local_s3(wanted: bool, dispatcher: bool = False) -> Iterator[dict[str, str]]:
     """A local S3 API in its own process (bench/local_s3.py) with its AWS variables set in this one; {} if not wanted."""
@@ -1397,6 +1760,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--local-s3-dispatcher", action="store_true",
         help="--local-s3 with moto's dispatcher in front of S3, as its own server has it (the rig before 2026-12-03)",
     )  # fmt: skip
+    parser.add_argument("--transfer-notes", type=int, default=2000, help="notes of the store the transfer kills export")
+    parser.add_argument("--import-kills", type=int, default=20, help="kill -9 trials of `corrigenda import`")
+    parser.add_argument(
+        "--export-kills",
+        type=int,
+        default=15,
+        help="kill -9 trials of each form of `corrigenda export` (> file, --out)",
+    )
     parser.add_argument("--child", choices=[*KILL_PHASES, "race"], help=argparse.SUPPRESS)
     parser.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -1405,17 +1776,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.local_s3 = args.local_s3 or args.local_s3_dispatcher
     if args.quick:
         args.kills, args.servers, args.writes, args.race_rounds = 12, 2, 10, 4
+        args.transfer_notes, args.import_kills, args.export_kills = 300, 4, 3
     per_phase = max(1, args.kills // len(KILL_PHASES))
     settings = {
         "seed": args.seed, "kills": per_phase * len(KILL_PHASES), "kills_per_phase": per_phase,
         "servers": args.servers, "writes": args.writes, "race_rounds": args.race_rounds,
         "kill_within_s": KILL_WITHIN_S, "embedder": StandInEmbedder.name, "parts": args.parts,
         "transport": args.transport, "db": args.db or ("local S3" if args.local_s3 else "a temp directory"),
-        "local_s3_dispatcher": args.local_s3_dispatcher,
+        "local_s3_dispatcher": args.local_s3_dispatcher, "transfer_notes": args.transfer_notes,
+        "import_kills": args.import_kills, "export_kills_per_form": args.export_kills,
     }  # fmt: skip
     parts = set(args.parts.split(","))
-    if not parts <= {"kill", "servers", "race"}:
-        parser.error(f"--parts takes kill, servers and race, not {args.parts!r}")
+    if not parts <= {"kill", "servers", "race", "import", "export"}:
+        parser.error(f"--parts takes kill, servers, race, import and export, not {args.parts!r}")
 
     started = time.perf_counter()
     results = []
@@ -1434,13 +1807,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "race" in parts:
             (root / "race").mkdir(parents=True, exist_ok=True)
             results.append(race_phase(root, args.race_rounds, args.seed))
+        forms = [
+            f for f in TRANSFER_FORMS if (f == "import" and "import" in parts) or (f != "import" and "export" in parts)
+        ]
+        transfers: list[TransferResult] = []
+        if forms:
+            kills = {"import": args.import_kills, "stdout": args.export_kills, "out": args.export_kills}
+            transfers, about = transfer_phase(root / "transfer", forms, kills, args.transfer_notes, args.seed)
+            settings["transfer_source"] = about
     seconds = time.perf_counter() - started
 
-    print(report(results, settings, seconds))
+    payload = {
+        "settings": settings, "runtime_s": round(seconds, 1), "phases": [r.summary() for r in results],
+        "transfer": [t.summary() for t in transfers],
+    }  # fmt: skip
+    payload = json.loads(json.dumps(payload, default=_jsonable))  # as a reader of the results file sees it
+    if results:
+        print(report(results, settings, seconds))
+    if transfers:
+        print(transfer_report(transfers, settings))
+    for name, render in TABLES.items():
+        if payload["phases" if name == "main" else name]:
+            print(f"\n{name}:\n{render(payload)}")
     if args.json:
-        payload = {"settings": settings, "runtime_s": round(seconds, 1), "phases": [r.summary() for r in results]}
-        args.json.write_text(json.dumps(payload, indent=2, default=_jsonable) + "\n", encoding="utf-8")
-    return 0 if all(r.clean() for r in results) else 1
+        harness.write_results(args.json, payload, None if argv is None else [__file__, *argv])
+    return 0 if all(r.clean() for r in [*results, *transfers]) else 1
 
 
 def _jsonable(value: object) -> object:

@@ -806,3 +806,24 @@ def test_a_write_racing_a_forget_of_its_note_leaves_no_event_naming_it(
     print(
         f"{write} racing a forget: refused in {refused} of {rounds} rounds ({rounds // 2} widened); no row left in any"
     )
+
+
+def test_close_waits_for_a_thread_still_looking_whether_upkeep_is_due(memory: Memory, monkeypatch: Any) -> None:
+    """Issue 35 item 11's suspected cause: the thread a write starts to look whether upkeep is due runs
+    outside the compaction lock (in Lance's native code), so `close` returned while it ran, and a CLI
+    import could exit under it. Now `close` waits for it and says whether it finished."""
+    looking, release = threading.Event(), threading.Event()
+
+    def slow_look() -> bool:
+        looking.set()
+        release.wait(10)
+        return False
+
+    monkeypatch.setattr(memory.tables, "upkeep_due", slow_look)
+    monkeypatch.setattr(memory.tables, "_check_every", 1)
+    memory.remember(Draft(text="the build cache lives in /var/cache/ci"), scope="ops")
+    assert looking.wait(10)
+    assert memory.close(timeout=0.5) is False  # still looking: not finished, and it says so
+    threading.Timer(0.5, release.set).start()
+    assert memory.close(timeout=10) is True
+    assert not [t for t in threading.enumerate() if t.name == "corrigenda-compact"]

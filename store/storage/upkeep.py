@@ -28,15 +28,20 @@ class Upkeep(Erasure):
         super().__init__(uri, storage_options)
         self._stopping = False  # finish_upkeep was called: no compaction starts from now on
         self._writes_since_check = 0
+        self._checkers: list[threading.Thread] = []  # threads looking whether upkeep is due, then doing it
+        self._checkers_lock = threading.Lock()
         remote = self._remote
         self._compact_at = limits.COMPACT_AT_FRAGMENTS_REMOTE if remote else limits.COMPACT_AT_FRAGMENTS
         self._check_every = limits.UPKEEP_CHECK_EVERY_REMOTE if remote else limits.UPKEEP_CHECK_EVERY
 
     def _wrote(self) -> None:
         self._writes_since_check += 1
-        if self._writes_since_check >= self._check_every:
+        if self._writes_since_check >= self._check_every and not self._stopping:
             self._writes_since_check = 0
-            threading.Thread(target=self.compact_if_due, name="corrigenda-compact", daemon=True).start()
+            thread = threading.Thread(target=self.compact_if_due, name="corrigenda-compact", daemon=True)
+            with self._checkers_lock:
+                self._checkers = [t for t in self._checkers if t.is_alive()] + [thread]
+            thread.start()
 
     def upkeep_due(self) -> bool:
         """Whether a table has enough small fragments, or rows no index covers yet, to compact it,
@@ -83,8 +88,9 @@ class Upkeep(Erasure):
                 return False
 
     def finish_upkeep(self, timeout: float = limits.ERASE_WAIT) -> bool:
-        """Before the process stops: wait up to `timeout` seconds for its erasure thread and for a
-        compaction under way, and start no compaction after; whether neither is running now. (A
+        """Before the process stops: wait up to `timeout` seconds for its erasure thread, for its threads
+        looking whether upkeep is due and for a compaction under way, and start none after; whether
+        none is running now. (A
         process that stops while it compacts a bucket leaves the upkeep lease taken for LEASE_FOR,
         and every other process's erasures wait that long.)"""
         deadline = time.monotonic() + timeout
@@ -94,6 +100,16 @@ class Upkeep(Erasure):
         if eraser is not None:
             eraser.join(timeout)
             if eraser.is_alive():
+                return False
+        # A thread still looking whether upkeep is due runs outside the compaction lock, inside Lance's
+        # native code: a process that exits under it can abort (issue 35 item 11's suspected cause).
+        with self._checkers_lock:
+            checkers = list(self._checkers)
+        for thread in checkers:
+            if thread is threading.current_thread():
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
                 return False
         if not self._compact_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return False

@@ -1692,7 +1692,26 @@ def transfer_table(payload: Mapping[str, Any]) -> str:
     return harness.markdown_table(header, rows)
 
 
-TABLES = {"main": main_table, "transfer": transfer_table}
+def servers_table(payload: Mapping[str, Any]) -> str:
+    """The servers phase: each kind of write's latency from its client, and the bucket's requests."""
+    (phase,) = [p for p in payload["phases"] if "write_latency_ms" in p]
+    rows: list[tuple[object, ...]] = [
+        (op, t["calls"], t["p50"], t["p99"], t["max"]) for op, t in phase["write_latency_ms"].items()
+    ]
+    table = harness.markdown_table(("write", "calls", "p50 ms", "p99 ms", "max ms"), rows)
+    bucket = phase.get("bucket_requests")
+    settings = payload["settings"]
+    said = (
+        f"{settings['servers']} servers × {settings['writes']} writes over {settings['transport']}; "
+        f"lost {phase['lost']}, duplicated {phase['duplicated']}, corrupt {phase['corrupt']}, "
+        f"leaked {phase['leaked_bytes']}, failed calls {phase['failed_calls']}"
+    )
+    if bucket:
+        said += f"; bucket requests during the writes {bucket['during the writes']:,}, {bucket['per write']} a write"
+    return f"{said}\n\n{table}"
+
+
+TABLES = {"main": main_table, "transfer": transfer_table, "servers": servers_table}
 
 
 @contextmanager
@@ -1826,8 +1845,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report(results, settings, seconds))
     if transfers:
         print(transfer_report(transfers, settings))
+    shown = {"main": bool(payload["phases"]), "transfer": bool(payload["transfer"])}
+    shown["servers"] = any("write_latency_ms" in p for p in payload["phases"])
     for name, render in TABLES.items():
-        if payload["phases" if name == "main" else name]:
+        if shown[name]:
             print(f"\n{name}:\n{render(payload)}")
     if args.json:
         harness.write_results(args.json, payload, None if argv is None else [__file__, *argv])

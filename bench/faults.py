@@ -1852,7 +1852,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"\n{name}:\n{render(payload)}")
     if args.json:
         harness.write_results(args.json, payload, None if argv is None else [__file__, *argv])
-    return 0 if all(r.clean() for r in [*results, *transfers]) else 1
+    return 0 if all(r.clean() for r in results) and all(t.clean() for t in transfers) else 1
 
 
 def _jsonable(value: object) -> object:

@@ -116,16 +116,33 @@ def headline() -> str:
             "[scale](docs/scale.md#scale-benchscalepy)",
         ],
     ]
-    runs = ", ".join(
-        f"{name} {r['run']['date']} ({r['run']['commit']})"
-        for name, r in (
-            ("seed003", seed003),
-            ("seed000", seed000),
-            ("dsgc", dsgc),
-            ("longmemeval_ku", lme),
-            ("scale", scale),
-        )
+    faults, servers = _results("faults"), _results("faults_servers")
+    kills = [p for p in faults["phases"] if p["phase"].startswith("kill")]
+    rows.append(
+        [
+            f"`kill -9` during writes, compaction and forget: {sum(p['trials'] for p in kills)} trials, "
+            f"{sum(p['acknowledged'] for p in kills):,} acknowledged writes",
+            "",
+            ", ".join(
+                f"{sum(p[k] for p in kills)} {k.replace('_', ' ')}"
+                for k in ("lost", "duplicated", "corrupt", "leaked_bytes")
+            ),
+            "[faults](docs/faults.md)",
+        ]
     )
+    (phase,) = [p for p in servers["phases"] if "write_latency_ms" in p]
+    every = phase["write_latency_ms"]["all writes"]
+    rows.append(
+        [
+            f"{servers['settings']['servers']} servers writing at once to one S3 bucket (moto's, on loopback)",
+            "",
+            f"write p50 {every['p50']:.0f} ms, p99 {every['p99'] / 1000:.2f} s; {phase['lost']} lost",
+            "[object storage](docs/object-storage.md#latency)",
+        ]
+    )
+    named = (("seed003", seed003), ("seed000", seed000), ("dsgc", dsgc), ("longmemeval_ku", lme), ("scale", scale))
+    named += (("faults", faults), ("faults_servers", servers))
+    runs = ", ".join(f"{name} {r['run']['date']} ({r['run']['commit']})" for name, r in named)
     table = markdown_table(["what", "baseline", "corrigenda", "where"], rows)
     return f"From `bench/results/` ({runs}); `.venv/bin/python bench/report.py` rewrites it.\n\n{table}\n"
 

@@ -140,8 +140,8 @@ def headline() -> str:
             "[object storage](docs/object-storage.md#latency)",
         ]
     )
-    named = (("seed003", seed003), ("seed000", seed000), ("dsgc", dsgc), ("longmemeval_ku", lme), ("scale", scale))
-    named += (("faults", faults), ("faults_servers", servers))
+    named = [("seed003", seed003), ("seed000", seed000), ("dsgc", dsgc), ("longmemeval_ku", lme), ("scale", scale)]
+    named += [("faults", faults), ("faults_servers", servers)]
     runs = ", ".join(f"{name} {r['run']['date']} ({r['run']['commit']})" for name, r in named)
     table = markdown_table(["what", "baseline", "corrigenda", "where"], rows)
     return f"From `bench/results/` ({runs}); `.venv/bin/python bench/report.py` rewrites it.\n\n{table}\n"

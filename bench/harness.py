@@ -52,9 +52,6 @@ def write_results(path: Path | str, payload: dict[str, Any], argv: Sequence[str]
     partial.replace(path)
 
 
-_AT_START = run_record()  # benches import this module first thing: the code and the load they start on
-
-
 def read_results(path: Path | str) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
@@ -96,3 +93,6 @@ def _commit() -> str:
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
     changed = git("status", "--porcelain", "--untracked-files=no", "--", "store", "server", "bench", ":!bench/results")
     return f"{commit} + uncommitted changes" if changed else commit
+
+
+_AT_START = run_record()  # benches import this module first thing: the code and the load they start on

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +63,49 @@ def test_the_readme_python_example_runs_and_prints_what_it_says(capsys: Any) -> 
     printed = capsys.readouterr().out.splitlines()
     said = [line.split("# ", 1)[1] for line in code.splitlines() if "# " in line and "|" in line.split("# ", 1)[1]]
     assert printed == said
+
+
+def _report() -> Any:
+    """bench/report.py, imported as the benches import each other (bench/ first on the path)."""
+    bench = str(ROOT / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import report
+
+    return report
+
+
+# The measurement pages, whole or (object storage, whose set-up table is not a measurement) one section.
+MEASURED_DOCS = {"benchmarks.md": None, "scale.md": None, "faults.md": None, "object-storage.md": "## Latency"}
+
+
+def test_the_docs_tables_are_what_the_results_files_say() -> None:
+    """Each results block in the README and docs/ holds what bench/report.py renders from the results
+    file it names: a figure edited by hand, or a results file re-run without `bench/report.py`, fails."""
+    report = _report()
+    found = 0
+    for path in report.DOCS:
+        text = path.read_text(encoding="utf-8")
+        found += sum(1 for _ in report.blocks(text))
+        assert report.refreshed(text) == text, f"{path.name} is out of date: run .venv/bin/python bench/report.py"
+    assert found >= 10
+
+
+def test_every_table_of_a_measured_page_comes_from_a_results_file() -> None:
+    """No table on the measurement pages lies outside a results block (a table typed by hand)."""
+    report = _report()
+    for name, section in MEASURED_DOCS.items():
+        text = (ROOT / "docs" / name).read_text(encoding="utf-8")
+        if section:
+            text = section + text.split(section, 1)[1].split("\n## ", 1)[0]
+        outside = report.BLOCK.sub("", text)
+        rows = [line for line in outside.splitlines() if line.startswith("|")]
+        assert not rows, f"docs/{name} has a table outside a results block: {rows[0]}"
+
+
+def test_a_figure_edited_by_hand_is_caught(tmp_path: Path) -> None:
+    report = _report()
+    text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    block = next(report.blocks(text))
+    tampered = text.replace(block[4], block[4].replace("| 24 |", "| 23 |", 1))
+    assert tampered != text and report.refreshed(tampered) == text

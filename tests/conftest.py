@@ -5,11 +5,16 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The benches import each other as scripts do (`import harness`: bench/ is sys.path[0] when one runs);
+# tests that import a bench (`bench.faults`) need bench/ on the path for the same imports.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +65,7 @@ def test_the_readme_python_example_runs_and_prints_what_it_says(capsys: Any) -> 
 
 
 def _report() -> Any:
-    """bench/report.py, imported as the benches import each other (bench/ first on the path)."""
-    bench = str(ROOT / "bench")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
+    """bench/report.py, imported as the benches import each other (conftest puts bench/ on the path)."""
     import report
 
     return report

@@ -34,7 +34,7 @@ def run_record(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return {
         "command": ".venv/bin/python " + shlex.join(_relative(a) for a in shown),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "commit": _commit(),
+        "commit": commit(),
         "cpus": os.cpu_count(),
         "load_1m": round(os.getloadavg()[0], 1),
     }
@@ -85,7 +85,9 @@ def _relative(arg: str) -> str:
     return arg
 
 
-def _commit() -> str:
+def commit() -> str:
+    """HEAD's short hash, marked when store/, server/ or bench/ (results aside) differ from it."""
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
         return done.stdout.strip()

@@ -78,7 +78,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
-import hashlib
 import io
 import os
 import pstats
@@ -87,7 +86,6 @@ import re
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -103,7 +101,7 @@ from typing import Any
 import numpy as np
 from corrigenda.store import Draft, Event, EventKind, Memory, Note, SentenceTransformerEmbedder
 from corrigenda.store.ids import new_event_id, new_note_id
-from harness import markdown_table, write_results
+from harness import commit, markdown_table, write_results
 
 SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
 SCOPES_AT_1M = 1_000
@@ -1326,22 +1324,6 @@ TABLES = {
 }
 
 
-def engine() -> str:
-    """The commit the store runs at, and whether store/ or server/ differ from it (someone may be editing)."""
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-        return out.stdout.rstrip() if out.returncode == 0 else "?"
-
-    changed = git("status", "--porcelain", "--", "store", "server")
-    if not changed:
-        return f"engine at {git('rev-parse', '--short', 'HEAD')}"
-    diff = hashlib.sha256(git("diff", "HEAD", "--", "store", "server").encode()).hexdigest()[:12]
-    files = ", ".join(line[3:] for line in changed.splitlines())
-    return f"engine at {git('rev-parse', '--short', 'HEAD')} + uncommitted changes in {files} (diff sha256 {diff})"
-
-
 def report(results: Sequence[SizeResult], args: argparse.Namespace, seconds: float) -> str:
     out = [
         f"corrigenda at scale: seed {args.seed}, {QUERIES} queries per size, {args.writes} timed calls of each write, "
@@ -1437,7 +1419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--db and --keep are exclusive")
 
     started = time.perf_counter()
-    args.engine = engine()
+    args.engine = f"engine at {commit()}"
     if args.torch_threads:
         import torch
 

@@ -27,6 +27,7 @@ from corrigenda.store.model import (
     MAX_TAG,
     MAX_TAGS,
     MAX_TEXT,
+    PERSON,
     check_time,
 )
 from corrigenda.store.views import (
@@ -212,12 +213,17 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 
 
 def client_name(ctx: Context) -> str | None:
-    """The connected client's name (e.g. 'claude-ai'), recorded as the actor of what it writes."""
+    """The connected client's name (e.g. 'claude-ai'), recorded as the actor of what it writes. A client
+    cannot pass for a person: a name that starts as a person's actor does ('person:…') is kept as
+    'client:person:…'."""
     try:
         params = ctx.request_context.session.client_params  # from `initialize`; absent without a handshake
-        return str(params.client_info.name)[:MAX_ACTOR] if params is not None else None
+        if params is None:
+            return None
     except AttributeError:
         return None
+    name = str(params.client_info.name)
+    return (f"client:{name}" if name.startswith(PERSON) else name)[:MAX_ACTOR]
 
 
 # How long a stopping server waits for the erasures its forgets left under way (object storage) and

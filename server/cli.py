@@ -34,7 +34,6 @@ class _Parser(argparse.ArgumentParser):
 READS = {"recall", "show", "why", "stats", "scopes", "list", "changes", "export"}
 # Commands that write: they make the store if there is none, and say so once.
 WRITES = {"remember", "correct", "revoke", "reinstate", "link", "forget", "import"}
-PERSON = "a person (corrigenda CLI)"  # the actor a person's writes through the CLI record
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -161,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("--scope", help="a fixed scope for every session of this client")
     setup.add_argument("--model", help="sentence-transformers model name or path")
     web = commands.add_parser(
-        "ui", parents=[common], help="a read-only web view of the memory (on loopback by default)"
+        "ui", parents=[common], help="a web view to look through and fix the memory (on loopback by default)"
     )
     web.add_argument(
         "--host",
@@ -346,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 partial=args.partial,
             )  # fmt: skip
             _show(done, render.imported(done), args.json)
-        elif args.command in WRITES and not _write(args, memory, scope, now):
+        elif args.command in WRITES and not _write(args, memory, scope, now, settings.person_actor):
             return _fail("forget: not confirmed, nothing erased (pass --yes to skip the question)")
     except (CorrigendaError, ValueError) as exc:
         return _fail(f"{args.command}: {exc}")
@@ -360,8 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _write(args: argparse.Namespace, memory: Memory, scope: str, now: datetime) -> bool:
-    """A person's write: recorded with PERSON as its actor. False: a forget the person did not confirm."""
+def _write(args: argparse.Namespace, memory: Memory, scope: str, now: datetime, actor: str) -> bool:
+    """A person's write: recorded with `actor` (the settings' person). False: a forget the person did not confirm."""
     from corrigenda.store import Draft
 
     from . import render
@@ -373,26 +372,26 @@ def _write(args: argparse.Namespace, memory: Memory, scope: str, now: datetime) 
         }
         draft = Draft(text=args.text, **given, **{k: v for k, v in valid.items() if v is not None})
         if args.command == "remember":
-            r = memory.remember(draft, scope=scope, actor=PERSON)
+            r = memory.remember(draft, scope=scope, actor=actor)
             _show(r, render.remembered(r), args.json)
         else:
-            c = memory.correct(args.note_id, draft, reason=args.reason, actor=PERSON)
+            c = memory.correct(args.note_id, draft, reason=args.reason, actor=actor)
             _show(c, render.corrected(c), args.json)
     elif args.command == "revoke":
-        r = memory.revoke(args.note_id, reason=args.reason, actor=PERSON)
+        r = memory.revoke(args.note_id, reason=args.reason, actor=actor)
         _show(r, render.lifecycle(r, "Revoked"), args.json)
     elif args.command == "reinstate":
-        r = memory.reinstate(args.target_id, reason=args.reason, actor=PERSON)
+        r = memory.reinstate(args.target_id, reason=args.reason, actor=actor)
         _show(r, render.lifecycle(r, "Reinstated"), args.json)
     elif args.command == "link":
-        linked = memory.link(args.src_id, args.dst_id, args.kind, reason=args.reason, actor=PERSON)
+        linked = memory.link(args.src_id, args.dst_id, args.kind, reason=args.reason, actor=actor)
         _show(linked, render.linked(linked), args.json)
     elif args.command == "forget":
         if not args.yes:
             note = memory.history(args.note_id).note
             if not _confirm(f"Erase note {note.id} for good: {note.text[:80]!r}?"):
                 return False
-        f = memory.forget(args.note_id, reason=args.reason, actor=PERSON)
+        f = memory.forget(args.note_id, reason=args.reason, actor=actor)
         _show(f, render.forgotten(f), args.json)
     return True
 

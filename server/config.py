@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from corrigenda.store.errors import InvalidArgument
+from corrigenda.store.model import MAX_ACTOR, PERSON
 from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN, check_scope
 from platformdirs import user_data_dir
 from pydantic import AfterValidator, Field, SecretStr, field_validator
@@ -27,6 +28,16 @@ def default_db() -> str:
     ~/.local/share/corrigenda on Linux; ~/Library/Application Support/corrigenda on macOS;
     %LOCALAPPDATA%\\corrigenda on Windows."""
     return user_data_dir("corrigenda", appauthor=False)
+
+
+def login_name() -> str:
+    """The name of whoever runs this process, as the system knows it ("someone" when it does not)."""
+    import getpass
+
+    try:
+        return getpass.getuser() or "someone"
+    except (OSError, KeyError):  # no login name and no LOGNAME/USER variable (a bare container)
+        return "someone"
 
 
 def scope_name(value: str | None) -> str | None:
@@ -88,6 +99,18 @@ class Settings(BaseSettings):
     )
     min_similarity: float = Field(0.25, ge=-1.0, le=1.0, description="Cosine floor for a dense entry point.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    person: str = Field(
+        default_factory=login_name,
+        min_length=1,
+        max_length=MAX_ACTOR - len(PERSON),
+        description="Your name, recorded as the actor of what you change by hand (the web view, the CLI), "
+        "marked as a person: 'person:NAME'. Default: your login name.",
+    )
+
+    @property
+    def person_actor(self) -> str:
+        """The actor of a person's own writes: their name, marked as a person's (never an agent's)."""
+        return PERSON + self.person
 
     @field_validator("token")
     @classmethod

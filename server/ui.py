@@ -1,39 +1,47 @@
-"""`corrigenda ui`: a local, read-only web view of a memory, for the person whose memory it is.
+"""The web view: a person looks through their memory and fixes it by hand.
 
-Server-rendered pages (no build step, no CDN: the one stylesheet is served from `ui_static/`):
-- `/` a search box that runs recall_chains and draws the chains as an agent gets them (NOW,
-  NEEDS, HISTORY with who, when and why), under a scope picker and an `as_of` control;
-- `/chain/{note_id}` a chain with the timeline of its events; `/note/{note_id}` a note with
-  `why_excluded`; `/notes` a scope's notes by state; `/changes` what changed since a time.
+Server-rendered pages (no build step, no CDN, no script: the stylesheet and icon are served from
+`ui_static/`), answering 200 unless the request itself is wrong:
+- `/` the landing page: the scope of the current project, else the most recently changed one, with
+  its current notes, its latest changes and the busiest scopes; with `q`, a recall drawn as chains
+  (NOW, NEEDS, HISTORY with who, when and why); `/scopes` every scope, page by page;
+- `/chain/{note_id}` a chain titled by its subject, with its timeline and a person's hands: correct,
+  revoke, reinstate, link and forget, each asked to be confirmed and given a reason, recorded with
+  the configured person as actor (`person:NAME`); `/note/{note_id}` a note with `why_excluded`, or
+  when and why it was forgotten; `/notes` a scope's notes by state; `/changes` what changed since.
 
-Only GET routes exist (anything else is 405), so nothing here can write. It checks Host and Origin
-as the MCP endpoint does (http.py), so a web page the user visits cannot reach it through a name
-that resolves to 127.0.0.1; when CORRIGENDA_TOKEN is set it requires the token (ui_gate.py), and
-off loopback it refuses to start without one, as the MCP endpoint does.
+Writes are POSTs to `/act` only, carrying the page's form token and an Origin of this web view's own
+(a page elsewhere can neither read the token nor pass the check). Host and Origin are checked as the
+MCP endpoint checks them, and with CORRIGENDA_TOKEN set every page asks for it (ui_gate.py); off
+loopback the web view does not start without one. Every answer carries a Content-Security-Policy
+that allows no script and no framing.
 """
 
 from __future__ import annotations
 
-import html
+import hmac
+import secrets
 import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode
 
-from corrigenda.store import CorrigendaError, Memory, NotFound
-from corrigenda.store.views import Chain, Changes, EventView, Exclusion, NoteHistory, NoteList, NoteView, RecallResult
+from corrigenda.store import CorrigendaError, Draft, Memory, NotFound
+from corrigenda.store.views import Changes, NoteHistory, NoteList, NoteView, RecallResult, ScopeCount
 from pydantic_core import PydanticCustomError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import ui_html as h
 from .app import iso_8601
 from .config import Settings
 from .connections import bounded_server
@@ -43,6 +51,25 @@ from .ui_gate import Gate
 STATIC = Path(__file__).with_name("ui_static")
 ON = ' class="on"'  # the tab being shown
 CHANGES_WINDOW = timedelta(days=7)  # what /changes shows when no `since` is given
+LANDING_NOTES = 20  # current notes on a scope's landing page
+LANDING_CHANGES = 5
+LANDING_SCOPES = 10
+SCOPES_PAGE = 100  # scopes per page of /scopes
+CHANGES_PAGE = 50
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+}
+DONE = {  # what a page says after a person's write (`?done=`): fixed words, never text from the address
+    "correct": "Corrected: the new note is current and the old one is history.",
+    "revoke": "Revoked: the note is history.",
+    "reinstate": "Reinstated.",
+    "link": "Linked.",
+    "forget": "Forgotten: the note is erased.",
+}
 T = TypeVar("T")
 
 
@@ -54,21 +81,10 @@ class Refused(Exception):
         self.status = status
 
 
-def e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def link(path: str, **params: object) -> str:
-    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
-    return e(f"{path}?{query}" if query else path)
-
-
-def when(t: datetime | None) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if t else "?"
-
-
 def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlette:
-    """The web view over one store, opening on `default_scope`, answering on `settings.ui_port`."""
+    """The web view over one store; `default_scope` (the project's) is where it opens when that holds notes."""
+    csrf = secrets.token_urlsafe(32)
+    person = settings.person_actor
 
     async def store(work: Callable[[], T]) -> T:
         try:
@@ -78,219 +94,353 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         except CorrigendaError as exc:
             raise Refused(str(exc)) from exc
 
-    async def context(request: Request) -> dict[str, Any]:
-        """The scope, the known scopes and `as_of`, as every page shows them."""
-        scopes = await store(memory.scopes)
-        scope = request.query_params.get("scope") or default_scope
+    async def here(request: Request, scope: str | None = None) -> h.Here:
+        """Where the request is: its scope (else the landing scope), `as_of`, the query, the prefix."""
         try:
             as_of = iso_8601(request.query_params.get("as_of") or None)
         except PydanticCustomError as exc:
             raise Refused(f"as_of: {exc}") from exc
-        # the query travels to the note pages, whose why_excluded then replays that recall
-        return {"scope": scope, "scopes": scopes, "as_of": as_of, "q": request.query_params.get("q", "").strip()}
+        scopes = await store(memory.scopes)
+        chosen = scope or request.query_params.get("scope") or landing(scopes)
+        done = DONE.get(request.query_params.get("done", ""))
+        return h.Here(
+            base=request.scope.get("root_path", "").rstrip("/"), scope=chosen, as_of=as_of,
+            q=request.query_params.get("q", "").strip(), csrf=csrf, notice=done, scopes=scopes,
+        )  # fmt: skip
 
-    def known(ctx: dict[str, Any]) -> None:
-        names = [c.scope for c in ctx["scopes"]]
-        if ctx["scope"] not in names:
-            listed = ", ".join(repr(n) for n in names) or "none yet"
-            raise Refused(f"Scope {ctx['scope']!r} holds nothing. The scopes in this store: {listed}.", 404)
+    def landing(scopes: list[ScopeCount]) -> str:
+        """The project's scope if it holds notes, else the most recently changed, else the project's."""
+        if not scopes or any(c.scope == default_scope for c in scopes):
+            return default_scope
+        return max(scopes, key=lambda c: (h.latest(c) or datetime.min.replace(tzinfo=UTC), c.scope)).scope
 
-    def page(request: Request, ctx: dict[str, Any], title: str, body: str, status: int = 200) -> HTMLResponse:
-        scope, as_of = ctx["scope"], ctx["as_of"]
-        options = "".join(
-            f'<option value="{e(c.scope)}"{" selected" if c.scope == scope else ""}>{e(c.scope)} ({c.notes})</option>'
-            for c in ctx["scopes"]
-        )
-        if scope not in {c.scope for c in ctx["scopes"]}:
-            options += f'<option value="{e(scope)}" selected>{e(scope)} (empty)</option>'
-        as_of_value = as_of.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") if as_of else ""
-        query = request.query_params.get("q", "")
-        nav = " · ".join(
-            f'<a href="{link(path, scope=scope, as_of=request.query_params.get("as_of"))}">{name}</a>'
-            for path, name in (("/", "Search"), ("/notes", "Notes"), ("/changes", "Changes"))
-        )
-        document = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{e(title)} · corrigenda</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="/static/ui.css"></head>
-<body><header><a class="brand" href="{link("/", scope=scope)}">corrigenda</a> <nav>{nav}</nav>
-<form class="controls" method="get" action="/">
-<label>scope <select name="scope" onchange="this.form.submit()">{options}</select></label>
-<label>search <input type="search" name="q" value="{e(query)}" placeholder="which port does the service use?"></label>
-<label>as of (UTC) <input type="datetime-local" step="1" name="as_of" value="{e(as_of_value)}"></label>
-<button type="submit">Recall</button> <a href="{link("/", scope=scope, q=query)}">now</a>
-</form></header>
-<main><h1>{e(title)}</h1>{body}</main>
-<footer>Read-only view of {e(memory.tables.uri)}. Nothing here changes the memory.</footer></body></html>"""
-        return HTMLResponse(document, status_code=status)
+    def page(where: h.Here, title: str, body: str, status: int = 200) -> HTMLResponse:
+        return HTMLResponse(h.document(where, title, body, memory.tables.uri), status_code=status)
 
-    def note_line(n: NoteView, label: str, ctx: dict[str, Any], extra: str = "") -> str:
-        who = f" by {e(n.actor)}" if n.actor else ""
-        return (
-            f'<li class="{e(label.lower())}"><span class="label">{e(label)}</span> '
-            f'<span class="text">{e(n.text)}</span>{extra}<span class="meta"> {e(n.kind)} · recorded {when(n.recorded_at)}'
-            f'{who} · <a href="{link("/note/" + n.id, q=ctx.get("q"), as_of=_iso(ctx["as_of"]))}">{e(n.id)}</a></span></li>'
-        )
-
-    def chain_card(c: Chain, ctx: dict[str, Any]) -> str:
-        items = [note_line(h, "NOW", ctx) for h in c.heads]
-        items += [note_line(p, "NEEDS", ctx) for p in c.prerequisites]
-        items += [
-            f'<li class="needs"><span class="label">NEEDS</span> {e(i)} (in another chain)</li>'
-            for i in c.prerequisites_elsewhere
-        ]
-        for h in c.history:
-            how = f"superseded by {e(h.by)}" if h.role.value == "superseded" else e(h.role.value)
-            how += f" ({e(h.actor)})" if h.actor else ""
-            why = f" because “{e(h.reason)}”" if h.reason else ""
-            extra = f'<span class="why"> — {how} at {when(h.at)}{why}</span>'
-            items.append(note_line(h.note, "HISTORY", ctx, extra))
-        timeline = link("/chain/" + c.chain_id, scope=ctx["scope"], as_of=_iso(ctx["as_of"]))
-        return (
-            f'<section class="chain {e(c.status.value)}"><h2><a href="{timeline}">chain {e(c.chain_id)}</a> '
-            f'<span class="status">{e(c.status.value.upper())}</span></h2><ul>{"".join(items)}</ul></section>'
-        )
-
-    async def search(request: Request) -> Response:
-        ctx = await context(request)
-        known(ctx)
-        query = request.query_params.get("q", "").strip()
-        if not query:
-            return page(
-                request, ctx, f"Search scope {ctx['scope']}", "<p>Type what you want to know and press Recall.</p>"
+    async def home(request: Request) -> Response:
+        where = await here(request)
+        if where.q:
+            return await search(where)
+        if not where.scopes:
+            body = (
+                "<p>This memory holds nothing yet. Agents add to it with the <code>remember</code> tool; "
+                'you can with <code>corrigenda remember "…"</code>. What they store shows here.</p>'
             )
-        r: RecallResult = await store(lambda: memory.recall(query, ctx["scope"], as_of=ctx["as_of"]))
-        head = f'<p class="summary">{len(r.chains)} chain(s), {r.used_tokens}/{r.budget_tokens} tokens'
-        head += f", as the store was at {when(r.as_of)}.</p>" if r.as_of else ".</p>"
-        body = head + "".join(chain_card(c, ctx) for c in r.chains)
+            return page(where, "An empty memory", body)
+        busiest = sorted(where.scopes, key=lambda c: h.latest(c) or datetime.min.replace(tzinfo=UTC), reverse=True)
+        others = (
+            f"<h2>Scopes, latest change first</h2>{h.scope_table(where, busiest[:LANDING_SCOPES])}"
+            f'<p><a href="{where.url("/scopes")}">All {len(where.scopes)} scopes</a></p>'
+        )
+        if where.scope not in {c.scope for c in where.scopes}:
+            body = f"<p>Scope <b>{h.e(where.scope)}</b> holds nothing yet.</p>" + others
+            return page(where, f"Scope {where.scope}", body)
+        current: NoteList = await store(
+            lambda: memory.list_notes(where.scope, "current", 0, LANDING_NOTES, where.as_of)
+        )
+        since = (where.as_of or datetime.now(UTC)) - CHANGES_WINDOW
+        changed: Changes = await store(lambda: memory.changes(since, where.scope, LANDING_CHANGES))
+        counts = ", ".join(f"{n} {s.value}" for s, n in current.counts.items() if n)
+        notes = "".join(current_line(where, n) for n in current.notes) or "<li>No current notes.</li>"
+        more = f'<p><a href="{where.url("/notes", scope=where.scope, state="current")}">All {current.total} current notes</a></p>'
+        recent = "".join(change_line(where, c) for c in changed.changes) or "<li>None in the last 7 days.</li>"
+        body = (
+            f"<p>{counts}. Search above, or open a note to see its chain and fix it.</p>"
+            f'<h2>Current notes, newest first</h2><ul class="notes">{notes}</ul>{more}'
+            f'<h2>Latest changes</h2><ul class="changes">{recent}</ul>{others}'
+        )
+        return page(where, f"Scope {where.scope}", body)
+
+    def current_line(where: h.Here, n: NoteView) -> str:
+        label = f"<b>{h.e(n.subject)}</b>: " if n.subject else ""
+        return (
+            f'<li>{label}<a href="{where.chain_url(n.id)}">{h.e(h.short(n.text, 140))}</a>'
+            f'<div class="meta">{h.badges(n)} · {h.when(n.recorded_at)} by {h.who(n.actor)}</div></li>'
+        )
+
+    async def search(where: h.Here) -> Response:
+        r: RecallResult = await store(lambda: memory.recall(where.q, where.scope, as_of=where.as_of))
+        summary = f'<p class="summary">{len(r.chains)} chain(s), {r.used_tokens}/{r.budget_tokens} tokens.</p>'
+        body = summary + "".join(h.chain_card(where, c) for c in r.chains)
         if not r.chains:
-            body += "<p>Nothing in this scope matches.</p>"
-        return page(request, ctx, f"“{query}”", body)
+            body += f"<p>Nothing in scope <b>{h.e(where.scope)}</b> matches.</p>"
+        return page(where, f"“{where.q}”", body)
+
+    async def scopes_page(request: Request) -> Response:
+        where = await here(request)
+        offset = whole(request, "offset")
+        contains = request.query_params.get("contains", "").strip()
+        wanted = [c for c in where.scopes if contains.casefold() in c.scope.casefold()]
+        wanted.sort(key=lambda c: h.latest(c) or datetime.min.replace(tzinfo=UTC), reverse=True)
+        shown = wanted[offset : offset + SCOPES_PAGE]
+        nxt = offset + len(shown)
+        more = (f'<p><a href="{where.url("/scopes", contains=contains, offset=nxt)}">next {SCOPES_PAGE}</a></p>'
+                if nxt < len(wanted) else "")  # fmt: skip
+        form = (
+            f'<form method="get" action="{where.url("/scopes")}"><label>name contains '
+            f'<input name="contains" value="{h.e(contains)}"></label> <button>Find</button></form>'
+        )
+        body = (
+            form + f"<p>Scopes {offset + 1 if shown else 0}–{nxt} of {len(wanted)}, latest change first.</p>"
+            + h.scope_table(where, shown) + more
+        )  # fmt: skip
+        return page(where, "Scopes", body)
 
     async def chain(request: Request) -> Response:
-        ctx = await context(request)
         note_id = request.path_params["note_id"]
-        h: NoteHistory = await store(lambda: memory.history(note_id, as_of=ctx["as_of"]))
-        ctx["scope"] = h.note.scope
-        rows = "".join(_event_row(ev) for ev in h.events) or '<tr><td colspan="5">No lifecycle events.</td></tr>'
+        where = await here(request)
+        found = await history_or_forgotten(where, note_id)
+        if isinstance(found, Response):
+            return found
+        where.scope = found.note.scope
+        notes = {
+            n.id: n for n in [*found.chain.heads, *found.chain.prerequisites, *(x.note for x in found.chain.history)]
+        }
+        notes.setdefault(found.note.id, found.note)
+        hands = where.as_of is None
         body = (
-            chain_card(h.chain, ctx) + '<h2>Timeline</h2><table class="timeline"><thead><tr><th>when</th><th>event</th>'
-            "<th>who</th><th>why</th><th>in force</th></tr></thead><tbody>" + rows + "</tbody></table>"
-        )
-        return page(request, ctx, f"Chain of {note_id}", body)
+            h.chain_card(where, found.chain, hands=hands)
+            + ("" if hands else '<p class="meta">A person changes the memory as it is now: go back to now to correct it.</p>')
+            + "<h2>Timeline</h2>" + h.timeline(where, note_id, notes, found.events)
+        )  # fmt: skip
+        return page(where, h.title_of(found.chain), body)
 
     async def note(request: Request) -> Response:
-        ctx = await context(request)
         note_id = request.path_params["note_id"]
-        query = request.query_params.get("q") or None
-        h: NoteHistory = await store(lambda: memory.history(note_id, as_of=ctx["as_of"]))
-        x: Exclusion = await store(lambda: memory.why_excluded(note_id, query, scope=h.note.scope, as_of=ctx["as_of"]))
-        ctx["scope"] = h.note.scope
-        reasons = "".join(f"<li><b>{e(r.stage)}</b>: {e(r.detail)}</li>" for r in x.reasons)
-        instead = "".join(note_line(n, "NOW", ctx) for n in x.replaced_by)
+        where = await here(request)
+        found = await history_or_forgotten(where, note_id)
+        if isinstance(found, Response):
+            return found
+        where.scope = found.note.scope
+        x = await store(lambda: memory.why_excluded(note_id, where.q or None, scope=where.scope, as_of=where.as_of))
+        reasons = "".join(f"<li><b>{h.e(r.stage)}</b>: {h.e(r.detail)}</li>" for r in x.reasons)
+        instead = "".join(h.note_line(where, n, "NOW") for n in x.replaced_by)
         body = (
-            f'<ul class="notes">{note_line(h.note, h.note.state.value.upper(), ctx)}</ul>'
-            f'<h2>Why excluded: <span class="verdict {e(x.verdict)}">{e(x.verdict.upper())}</span></h2>'
-            f"<p>{e(x.summary)}</p><ul>{reasons}</ul>"
+            f'<ul class="notes">{h.note_line(where, found.note, found.note.state.value.upper())}</ul>'
+            f'<h2>Why excluded: <span class="verdict {h.e(x.verdict)}">{h.e(x.verdict.upper())}</span></h2>'
+            f"<p>{h.e(x.summary)}</p><ul>{reasons}</ul>"
             + (f'<h2>In its place</h2><ul class="notes">{instead}</ul>' if instead else "")
-            + f'<p><a href="{link("/chain/" + note_id, as_of=_iso(ctx["as_of"]))}">Its chain and timeline</a></p>'
+            + f'<p><a href="{where.chain_url(note_id)}">Its chain, timeline and hands</a></p>'
         )
-        return page(request, ctx, f"Note {note_id}", body)
+        return page(where, f"Note {note_id}", body)
+
+    async def history_or_forgotten(where: h.Here, note_id: str) -> NoteHistory | Response:
+        """The note's history, or the page saying it was forgotten (when, by whom, why; no text)."""
+        try:
+            return await run_in_threadpool(lambda: memory.history(note_id, as_of=where.as_of))
+        except NotFound as exc:
+            tombstone = await store(lambda: memory.tombstone(note_id))
+            if tombstone is None:
+                raise Refused(str(exc), 404) from exc
+            where.scope = tombstone.scope
+            why = f" because “{h.e(tombstone.reason)}”" if tombstone.reason else ""
+            body = (
+                f"<p>Note {h.e(note_id)} was forgotten at {h.when(tombstone.recorded_at)} by {h.who(tombstone.actor)}"
+                f"{why}. Its text is erased; this record of the erasure is all that is kept.</p>"
+            )
+            return page(where, "A forgotten note", body)
+        except CorrigendaError as exc:
+            raise Refused(str(exc)) from exc
 
     async def notes(request: Request) -> Response:
-        ctx = await context(request)
-        known(ctx)
+        where = await here(request)
         state = request.query_params.get("state", "all")
-        try:
-            offset = int(request.query_params.get("offset", "0"))
-        except ValueError:
-            raise Refused("offset: must be a whole number") from None
-        r: NoteList = await store(lambda: memory.list_notes(ctx["scope"], state, offset, 50, ctx["as_of"]))  # type: ignore[arg-type]
+        offset = whole(request, "offset")
+        r: NoteList = await store(lambda: memory.list_notes(where.scope, state, offset, 50, where.as_of))  # type: ignore[arg-type]
         counts = ", ".join(f"{n} {s.value}" for s, n in r.counts.items() if n)
         tabs = " · ".join(
-            f'<a href="{link("/notes", scope=ctx["scope"], state=s, as_of=_iso(ctx["as_of"]))}"'
+            f'<a href="{where.url("/notes", scope=where.scope, state=s, as_of=h.iso(where.as_of))}"'
             f"{ON if s == state else ''}>{s}</a>"
             for s in ("current", "history", "all")
         )
         more = (
-            f'<p><a href="{link("/notes", scope=ctx["scope"], state=state, offset=r.next_offset, as_of=_iso(ctx["as_of"]))}">older</a></p>'
+            f'<p><a href="{where.url("/notes", scope=where.scope, state=state, offset=r.next_offset, as_of=h.iso(where.as_of))}">older</a></p>'
             if r.next_offset is not None
             else ""
         )
-        items = "".join(note_line(n, n.state.value.upper(), ctx) for n in r.notes)
+        items = "".join(h.note_line(where, n, n.state.value.upper()) for n in r.notes)
         body = f'<p>{counts or "No notes"}. {tabs}</p><ul class="notes">{items}</ul>{more}'
-        return page(request, ctx, f"Notes of {ctx['scope']} ({state}, {r.total})", body)
+        return page(where, f"Notes of {where.scope} ({state}, {r.total})", body)
 
     async def changes(request: Request) -> Response:
-        ctx = await context(request)
-        known(ctx)
+        where = await here(request)
         try:
             since = iso_8601(request.query_params.get("since") or None)
         except PydanticCustomError as exc:
             raise Refused(f"since: {exc}") from exc
         since = since or datetime.now(UTC) - CHANGES_WINDOW
-        r: Changes = await store(lambda: memory.changes(since, ctx["scope"], 200))
-        items = []
-        for c in r.changes:
-            ev = c.event
-            who = f" by {e(ev.actor)}" if ev.actor else ""
-            why = f" — “{e(ev.reason)}”" if ev.reason else ""
-            target = (
-                e(c.note_id)
-                if c.change == "forgotten"
-                else f'<a href="{link("/chain/" + c.note_id)}">{e(c.note.text if c.note else c.note_id)}</a>'
-            )
-            now = "".join(note_line(h, "NOW", ctx) for h in c.heads)
-            items.append(
-                f'<li class="change {e(c.change)}"><span class="label">{e(c.change.upper())}</span> {target}'
-                f'<span class="meta"> at {when(ev.recorded_at)}{who}{why}</span><ul class="notes">{now}</ul></li>'
-            )
+        r: Changes = await store(lambda: memory.changes(since, where.scope, CHANGES_PAGE))
+        items = "".join(change_line(where, c) for c in r.changes)
         form = (
-            f'<form method="get" action="/changes"><input type="hidden" name="scope" value="{e(ctx["scope"])}">'
-            f'<label>since (UTC) <input type="datetime-local" step="1" name="since" '
-            f'value="{e(since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"))}"></label> <button>Show</button></form>'
+            f'<form method="get" action="{where.url("/changes")}"><input type="hidden" name="scope" value="{h.e(where.scope)}">'
+            f'<label>since (UTC) <input type="datetime-local" step="1" name="since" value="{h.e(h.iso(since))}"></label> '
+            "<button>Show</button></form>"
         )
-        more = f"<p>{r.more} older change(s) not shown.</p>" if r.more else ""
-        body = form + (f'<ul class="changes">{"".join(items)}</ul>' if items else "<p>No changes.</p>") + more
-        return page(request, ctx, f"Changes in {ctx['scope']} since {when(since)}", body)
+        more = ""
+        if r.more and r.changes:
+            older = r.changes[-1].event.recorded_at
+            more = f"<p>{r.more} older change(s) not shown: pick a later time, or see the chains above.</p>"
+            more += f'<p class="meta">Oldest shown: {h.when(older)}.</p>'
+        body = form + (f'<ul class="changes">{items}</ul>' if items else "<p>No changes.</p>") + more
+        return page(where, f"Changes in {where.scope} since {h.when(since)}", body)
+
+    def change_line(where: h.Here, c: Any) -> str:
+        ev = c.event
+        why = f" — “{h.e(ev.reason)}”" if ev.reason else ""
+        target = (
+            f'<a href="{where.note_url(c.note_id)}">{h.e(c.note_id)}</a>'
+            if c.change == "forgotten"
+            else f'<a href="{where.chain_url(c.note_id)}">{h.e(h.short(c.note.text, 140) if c.note else c.note_id)}</a>'
+        )
+        now = "".join(h.note_line(where, x, "NOW") for x in c.heads)
+        return (
+            f'<li class="change {h.e(c.change)}"><span class="label">{h.e(c.change.upper())}</span> {target}'
+            f'<div class="meta">at {h.when(ev.recorded_at)} by {h.who(ev.actor)}{why}</div><ul class="notes">{now}</ul></li>'
+        )
+
+    # -- a person's hands ----------------------------------------------------------------------
+
+    async def act(request: Request) -> Response:
+        same_origin(request)
+        form = await request.form()
+        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), csrf.encode()):
+            raise Refused(
+                "this form is out of date or did not come from this web view: reload the page and try again", 403
+            )
+        action = field(form, "action")
+        note_id = field(form, "note_id")
+        reason = field(form, "reason")
+        where = await here(request)
+        before: NoteHistory = await store(lambda: memory.history(note_id))
+        where.scope = before.note.scope
+        back = where.chain_url(note_id)
+        if form.get("confirmed") != "yes":
+            question = describe(action, form, before, reason)
+            kept = {
+                k: str(v) for k, v in form.items() if k in ("action", "note_id", "reason", "text", "kind", "dst_id")
+            }
+            return page(where, "Confirm", h.confirm(where, kept, question, back))
+        landed = await store(lambda: perform(action, form, note_id, reason))
+        return RedirectResponse(f"{where.base}/{'note' if action == 'forget' else 'chain'}/{landed}?done={action}", 303)
+
+    def describe(action: str, form: FormData, before: NoteHistory, reason: str) -> str:
+        said = f"“{h.e(h.short(before.note.text, 200))}”"
+        as_who = f"It is recorded as done by {h.who(person)}, because “{h.e(reason)}”."
+        if action == "correct":
+            return f"Replace {said} with “{h.e(field(form, 'text'))}”? The old note stays as history. {as_who}"
+        if action == "revoke":
+            return f"Revoke {said}? It stays as history, and whatever it replaced comes back. {as_who}"
+        if action == "reinstate":
+            return f"Reinstate {said}, undoing what excluded it? {as_who}"
+        if action == "link":
+            kind = {"depends_on": "needs", "refines": "refines", "supersedes": "replaces"}.get(field(form, "kind"))
+            if kind is None:
+                raise Refused("kind: must be depends_on, refines or supersedes")
+            return f"Record that {said} {kind} note {h.e(field(form, 'dst_id'))}? {as_who}"
+        if action == "forget":
+            return (f'<b class="danger">Erase {said} for good?</b> Its text is deleted from the store and '
+                    f"cannot be brought back; the events that name it go too. {as_who}")  # fmt: skip
+        raise Refused(f"action: {action!r} is not one of correct, revoke, reinstate, link, forget")
+
+    def perform(action: str, form: FormData, note_id: str, reason: str) -> str:
+        """Do it, as the person; the id of the note whose page shows the result."""
+        if action == "correct":
+            return memory.correct(note_id, Draft(text=field(form, "text")), reason=reason, actor=person).note.id
+        if action == "revoke":
+            memory.revoke(note_id, reason=reason, actor=person)
+        elif action == "reinstate":
+            memory.reinstate(note_id, reason=reason, actor=person)
+        elif action == "link":
+            memory.link(note_id, field(form, "dst_id"), field(form, "kind"), reason=reason, actor=person)  # type: ignore[arg-type]
+        elif action == "forget":
+            memory.forget(note_id, reason=reason, actor=person)
+        else:
+            raise Refused(f"action: {action!r} is not one of correct, revoke, reinstate, link, forget")
+        return note_id
 
     def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def respond(request: Request) -> Response:
             try:
                 return await handler(request)  # type: ignore[no-any-return]
             except Refused as exc:
-                ctx = {"scope": request.query_params.get("scope") or default_scope, "as_of": None}
-                ctx["scopes"] = await run_in_threadpool(memory.scopes)
-                body = f'<p class="error">{e(exc)}</p><p>Nothing was changed.</p>'
-                return page(request, ctx, "Cannot show that", body, exc.status)
+                where = h.Here(
+                    base=request.scope.get("root_path", "").rstrip("/"), scope=request.query_params.get("scope") or default_scope,
+                    as_of=None, q="", csrf=csrf,
+                )  # fmt: skip
+                body = f'<p class="error">{h.e(exc)}</p><p>Nothing was changed.</p>'
+                return page(where, "Cannot do that", body, exc.status)
 
         return respond
 
     token = settings.token.get_secret_value() if settings.token else None
     return Starlette(
         routes=[
-            Route("/", guarded(search)),
+            Route("/", guarded(home)),
+            Route("/scopes", guarded(scopes_page)),
             Route("/chain/{note_id}", guarded(chain)),
             Route("/note/{note_id}", guarded(note)),
             Route("/notes", guarded(notes)),
             Route("/changes", guarded(changes)),
+            Route("/act", guarded(act), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        middleware=[Middleware(Gate, security=transport_security(settings, settings.ui_port), token=token)],
+        middleware=[
+            Middleware(Headers),
+            Middleware(Gate, security=transport_security(settings, settings.ui_port), token=token),
+        ],
     )
 
 
-def _iso(t: datetime | None) -> str | None:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") if t else None
+def field(form: FormData, name: str) -> str:
+    """A form field a write needs, refused by name when missing or blank."""
+    value = form.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise Refused(f"{name}: missing; fill it in and try again")
+    return value.strip()
 
 
-def _event_row(ev: EventView) -> str:
-    ends = f"{e(ev.src)} → {e(ev.dst)}" if ev.src else e(ev.dst)
-    force = "yes" if ev.in_force else (f"retracted by {e(ev.retracted_by)}" if ev.retracted_by else "no (cycle)")
-    return (
-        f"<tr><td>{when(ev.recorded_at)}</td><td><b>{e(ev.kind.value)}</b> {ends}</td>"
-        f"<td>{e(ev.actor or '')}</td><td>{e(ev.reason or '')}</td><td>{force}</td></tr>"
-    )
+def whole(request: Request, name: str) -> int:
+    try:
+        value = int(request.query_params.get(name, "0"))
+    except ValueError:
+        raise Refused(f"{name}: must be a whole number") from None
+    if value < 0:
+        raise Refused(f"{name}: must not be negative")
+    return value
+
+
+def same_origin(request: Request) -> None:
+    """A write comes from a page of this web view: its Origin (or, without one, Sec-Fetch-Site) says so."""
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+    if origin is not None and origin == own:
+        return
+    if origin is None and request.headers.get("sec-fetch-site") == "same-origin":
+        return
+    raise Refused(f"a change must come from a page of this web view (Origin {origin or 'missing'})", 403)
+
+
+class Headers:
+    """ASGI middleware: every answer says what a browser may run (no script), may frame (nothing) and
+    may sniff (nothing)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *((k.lower().encode(), v.encode()) for k, v in HEADERS.items()),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 def serve_ui(memory: Memory, default_scope: str, settings: Settings, flag: str = "--port") -> None:
@@ -306,7 +456,7 @@ def serve_ui(memory: Memory, default_scope: str, settings: Settings, flag: str =
             f"token required: open http://{where}/?token=<CORRIGENDA_TOKEN> once in the browser (it keeps a "
             "session cookie), or send Authorization: Bearer"
         )
-    sys.stderr.write(f"corrigenda: web view on http://{where}/ (read-only); {access}\n")
+    sys.stderr.write(f"corrigenda: web view on http://{where}/; {access}\n")
     sys.stderr.flush()
     bounded_server(build_ui(memory, default_scope, settings), settings.host, settings.ui_port).run()
 

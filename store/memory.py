@@ -406,6 +406,12 @@ class Memory:
             erasure="done" if erased else "pending",
         )  # fmt: skip
 
+    @_operation
+    def tombstone(self, note_id: str) -> Event | None:
+        """The `forgets` event that erased a note, if one did: when, by whom and why (never its text)."""
+        check_id(note_id, "note_id", prefix=NOTE_PREFIX)
+        return self.tables.tombstone(note_id)
+
     def close(self, timeout: float = CLOSE_WAIT) -> bool:
         """Finish the background work this process started (erasures, a compaction) and start no more:
         before the program ends. Whether all of it finished within `timeout` seconds."""

@@ -19,6 +19,7 @@ MAX_TAG = 64
 MAX_SOURCE = 1000
 MAX_REASON = 2000
 MAX_ACTOR = 256
+PERSON = "person:"  # an actor written by a person's hand (the web view), not by an agent: "person:alice"
 # Times are stored as int64 microseconds since 1970 and read back as datetimes: a time outside what a
 # datetime holds once it is in UTC (an offset can push 9999-12-31T23:59:59-01:00 into year 10000)
 # could be written but never read, and every read of its scope would fail.

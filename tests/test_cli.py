@@ -17,7 +17,7 @@ CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CORRIGENDA_PERSON": "Ada"}
     # run outside any work tree, as from a home folder: the scope is "default" unless a flag says otherwise
     return subprocess.run(
         [CORRIGENDA, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tempfile.gettempdir()
@@ -66,7 +66,7 @@ def test_a_person_remembers_corrects_revokes_reinstates_links_and_forgets(tmp_pa
     assert made.returncode == 0, made.stderr
     assert made.stderr.splitlines() == [f"corrigenda: made a new store at {db}"]  # once, on the write that made it
     old = json.loads(made.stdout)["note"]
-    assert old["actor"] == "a person (corrigenda CLI)" and old["subject"] == "port"
+    assert old["actor"] == "person:Ada" and old["subject"] == "port"
     again = run("remember", "Deploys are on Fridays", "--db", db, "--scope", "ops", "--json")
     assert again.stderr == "" and json.loads(again.stdout)["scope_created"] is False
 
@@ -83,7 +83,7 @@ def test_a_person_remembers_corrects_revokes_reinstates_links_and_forgets(tmp_pa
 
     history = json.loads(run("show", old["id"], "--db", db, "--json").stdout)
     assert history["chain"]["heads"][0]["id"] == new["id"]
-    assert {e["actor"] for e in history["events"]} == {"a person (corrigenda CLI)"}
+    assert {e["actor"] for e in history["events"]} == {"person:Ada"}
 
     unconfirmed = run("forget", deploys, "--reason", "asked", "--db", db)  # no terminal to ask on
     assert unconfirmed.returncode == 2 and "not confirmed, nothing erased" in unconfirmed.stderr

@@ -12,11 +12,17 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx2
 import pytest
+from corrigenda.server.app import build_server
+from corrigenda.server.config import Settings
 from corrigenda.store import Draft, Memory
+from mcp import Client
 
+from .conftest import call
 from .test_cli import CORRIGENDA, run
 
 CHROMIUM = "/usr/bin/chromium"
@@ -98,10 +104,11 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1100, "height": 700})
 
-        # 1. load: the scope picker offers the store's scope
+        # 1. load: the landing page opens on the scope, with its current notes and the scopes
         page.goto(base + "/")
-        expect(page.locator("h1")).to_have_text("Search scope ops")
-        expect(page.locator("select[name=scope] option[selected]")).to_have_text("ops (4)")
+        expect(page.locator("h1")).to_have_text("Scope ops")
+        expect(page.locator("ul.notes").first).to_contain_text("The payments service listens on port 9090")
+        expect(page.locator("table.scopes")).to_contain_text("ops")
 
         # 2. search: the chain as an agent gets it, NOW first, HISTORY with who, when and why
         page.fill("input[name=q]", "which port does the payments service use?")
@@ -112,17 +119,18 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         history = chain.locator("li.history")
         expect(history.locator(".text")).to_have_text("The payments service listens on port 8080")
         expect(history.locator(".why")).to_contain_text(
-            f"superseded by {ids['new']} (cursor) at 2026-11-20 14:00:00 UTC because “moved behind the new proxy”"
+            "replaced at 2026-11-20 14:00:00 UTC by cursor (agent) because “moved behind the new proxy”"
         )
         page.screenshot(path=str(tmp_path / "search.png"))
 
-        # 3. open the chain: its timeline of events
+        # 3. open the chain, titled by its head's first words: its timeline in words
         chain.locator("h2 a").click()
-        expect(page.locator("h1")).to_have_text(f"Chain of {ids['old']}")
-        row = page.locator("table.timeline tbody tr", has_text="supersedes")
-        expect(row).to_contain_text("cursor")
-        expect(row).to_contain_text("moved behind the new proxy")
-        expect(row).to_contain_text("yes")
+        expect(page.locator("h1")).to_have_text("The payments service listens on port 9090")
+        row = page.locator("ol.timeline li", has_text="replaced")
+        expect(row).to_contain_text(
+            "cursor (agent) replaced “The payments service listens on port 8080” with “The payments service "
+            "listens on port 9090” because “moved behind the new proxy”"
+        )
 
         # 4. a note page answers why_excluded, for the recall it was opened from
         page.go_back()
@@ -135,7 +143,7 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         page.goto(f"{base}/?scope=ops&q=which+port+does+the+payments+service+use%3F")
         page.fill("input[name=as_of]", "2026-11-10T12:00:00")
         page.click("button:has-text('Recall')")
-        expect(page.locator(".summary")).to_contain_text("as the store was at 2026-11-10 12:00:00 UTC")
+        expect(page.locator(".past")).to_contain_text("as it was at 2026-11-10 12:00:00 UTC")
         first = page.locator("section.chain").first
         expect(first.locator("li.now .text")).to_have_text("The payments service listens on port 8080")
         expect(page.locator("li.history")).to_have_count(0)
@@ -147,18 +155,57 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         expect(page.locator("li.change.forgotten")).to_contain_text(ids["gone"])
         assert "tulip" not in page.content()
 
-        # 7. bad input: a clear message, and nothing altered
-        response = page.goto(f"{base}/?scope=osp&q=port")
-        assert response is not None and response.status == 404
-        expect(page.locator(".error")).to_have_text("Scope 'osp' holds nothing. The scopes in this store: 'ops'.")
+        # 7. a mistyped scope is an empty scope, a forgotten note says so; bad input: a clear message
+        response = page.goto(f"{base}/?scope=osp")
+        assert response is not None and response.status == 200
+        expect(page.locator("main")).to_contain_text("Scope osp holds nothing yet.")
         response = page.goto(f"{base}/note/{ids['gone']}")
-        assert response is not None and response.status == 404
-        expect(page.locator(".error")).to_contain_text(ids["gone"])
+        assert response is not None and response.status == 200
+        expect(page.locator("main")).to_contain_text(f"Note {ids['gone']} was forgotten at")
         response = page.goto(f"{base}/?scope=ops&q=port&as_of=last+week")
         assert response is not None and response.status == 400
         expect(page.locator(".error")).to_contain_text("ISO 8601")
-        assert page.request.post(f"{base}/", data={"q": "x"}).status == 405  # it has no route that writes
+        assert page.request.post(f"{base}/", data={"q": "x"}).status == 405  # writes go to /act alone
         browser.close()
+
+
+def test_a_correction_by_hand_is_what_recall_chains_then_delivers_with_the_person_as_actor(
+    db: str, memory: Memory
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ids = seed(memory)
+    port = free_port()
+    arguments = ["ui", "--db", db, "--scope", "ops", "--port", str(port)]
+    for base, _ in start(arguments, port, env={"CORRIGENDA_PERSON": "Ada Lovelace"}):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            page.goto(f"{base}/?scope=ops&q=which+port+does+the+payments+service+use%3F")
+            page.locator("section.chain h2 a").first.click()
+            head = page.locator("li.now").first
+            head.locator("summary", has_text="Correct").click()
+            head.locator("textarea[name=text]").fill("The payments service listens on port 9443")
+            head.locator("details[open] input[name=reason]").fill("moved to TLS on 1 December")
+            head.locator("details[open] button").click()
+            expect(page.locator(".confirm")).to_contain_text("Replace “The payments service listens on port 9090”")
+            assert memory.history(ids["new"]).note.state.value == "active"  # not before it is confirmed
+            page.click("button.go")
+            expect(page.locator(".notice")).to_contain_text("Corrected")
+            expect(page.locator("li.now .text").first).to_have_text("The payments service listens on port 9443")
+            expect(page.locator("li.now .meta").first).to_contain_text("Ada Lovelace (person)")
+            browser.close()
+
+    async def recall() -> dict[str, Any]:
+        server = build_server(Settings(db=db), lambda settings: Memory(settings.db, memory.embedder))
+        async with Client(server, raise_exceptions=True) as session:
+            return await call(session, "recall_chains", query="which port does the payments service use?", scope="ops")
+
+    chain = anyio.run(recall)["chains"][0]
+    assert [h["text"] for h in chain["heads"]] == ["The payments service listens on port 9443"]
+    assert chain["heads"][0]["actor"] == "person:Ada Lovelace"
+    assert chain["history"][0]["note"]["text"] == "The payments service listens on port 9090"
+    assert chain["history"][0]["reason"] == "moved to TLS on 1 December"
 
 
 def test_the_ui_checks_the_host_and_without_a_token_listens_on_loopback_only(

@@ -1,0 +1,265 @@
+"""The web view's HTML: the page around every view, chains, timelines and the forms of a person's hands.
+
+Every value from the memory passes through `e` (escaped); no page carries a script, so the pages'
+Content-Security-Policy allows none (ui.py). Links carry the prefix the web view is mounted under
+(`/ui` inside `serve --transport http`), through `Here.url`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+from corrigenda.store.model import PERSON
+from corrigenda.store.views import Chain, EventView, HistoryEntry, NoteView, ScopeCount
+
+TITLE_WORDS = 8  # a chain without a subject is titled by its head's first words
+
+
+def e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def when(t: datetime | None) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if t else "?"
+
+
+def iso(t: datetime | None) -> str | None:
+    """A time as the pages pass it in `as_of` and `since` (UTC, to the second)."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") if t else None
+
+
+def who(actor: str | None) -> str:
+    """An actor as a person reads it: 'Ada (person)', 'claude-ai (agent)'."""
+    if not actor:
+        return "unknown"
+    if actor.startswith(PERSON):
+        return f'{e(actor.removeprefix(PERSON))} <span class="person">(person)</span>'
+    return f"{e(actor)} (agent)"
+
+
+def title_of(chain: Chain) -> str:
+    """A chain's title: its head's subject, else the first words of its head (or of what it replaced)."""
+    notes = [*chain.heads, *(h.note for h in chain.history)]
+    for n in notes:
+        if n.subject:
+            return n.subject
+    if not notes:
+        return chain.chain_id
+    words = notes[0].text.split()
+    return " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
+
+
+@dataclass
+class Here:
+    """Where a page is: its mount prefix, scope and `as_of`, the query being replayed, and the form token."""
+
+    base: str
+    scope: str
+    as_of: datetime | None
+    q: str
+    csrf: str
+    notice: str | None = None
+    scopes: list[ScopeCount] = field(default_factory=list)
+
+    def url(self, path: str, **params: object) -> str:
+        query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+        return e(f"{self.base}{path}" + (f"?{query}" if query else ""))
+
+    def note_url(self, note_id: str) -> str:
+        return self.url("/note/" + note_id, q=self.q, as_of=iso(self.as_of))
+
+    def chain_url(self, note_id: str, then: datetime | None = None) -> str:
+        """The chain of a note, now (or at this page's `as_of`), or as it was just after `then`."""
+        at = then.replace(microsecond=0) + timedelta(seconds=1) if then else self.as_of
+        return self.url("/chain/" + note_id, as_of=iso(at))
+
+
+def document(here: Here, title: str, body: str, store: str) -> str:
+    nav = " · ".join(
+        f'<a href="{here.url(path, scope=here.scope, as_of=iso(here.as_of))}">{name}</a>'
+        for path, name in (("/", "Scope"), ("/notes", "Notes"), ("/changes", "Changes"), ("/scopes", "All scopes"))
+    )
+    as_of = iso(here.as_of) or ""
+    past = (
+        f'<p class="past">Showing the memory as it was at {when(here.as_of)}. '
+        f'<a href="{here.url("/", scope=here.scope, q=here.q)}">Back to now</a></p>'
+        if here.as_of
+        else ""
+    )
+    notice = f'<p class="notice" role="status">{e(here.notice)}</p>' if here.notice else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{e(title)} · corrigenda</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="{here.url("/static/favicon.svg")}" type="image/svg+xml">
+<link rel="stylesheet" href="{here.url("/static/ui.css")}"></head>
+<body><header><a class="brand" href="{here.url("/")}">corrigenda</a>
+<span class="scope">scope <b>{e(here.scope)}</b></span> <nav>{nav}</nav>
+<form class="controls" method="get" action="{here.url("/")}">
+<input type="hidden" name="scope" value="{e(here.scope)}">
+<label>search <input type="search" name="q" value="{e(here.q)}" placeholder="which port does the service use?"></label>
+<label>as of (UTC) <input type="datetime-local" step="1" name="as_of" value="{e(as_of)}"></label>
+<button type="submit">Recall</button>
+</form></header>
+<main>{notice}{past}<h1>{e(title)}</h1>{body}</main>
+<footer>Memory at {e(store)}.</footer></body></html>"""
+
+
+def scope_table(here: Here, scopes: Sequence[ScopeCount]) -> str:
+    rows = "".join(
+        f'<tr><td><a href="{here.url("/", scope=c.scope)}">{e(c.scope)}</a></td><td>{c.notes}</td>'
+        f"<td>{c.events}</td><td>{when(latest(c)) if latest(c) else ''}</td></tr>"
+        for c in scopes
+    )
+    return (
+        '<table class="scopes"><thead><tr><th>scope</th><th>notes</th><th>events</th><th>latest change</th></tr>'
+        f"</thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def latest(c: ScopeCount) -> datetime | None:
+    return getattr(c, "latest_change_at", None) or c.latest_note_at
+
+
+def badges(n: NoteView) -> str:
+    parts = [f'<span class="kind">{e(n.kind)}</span>']
+    if n.subject:
+        parts.append(f'<span class="subject">{e(n.subject)}</span>')
+    parts += [f'<span class="tag">#{e(t)}</span>' for t in n.tags]
+    if n.confidence < 1:
+        parts.append(f'<span class="unsure">confidence {n.confidence:.2f}</span>')
+    return " ".join(parts)
+
+
+def note_line(here: Here, n: NoteView, label: str, extra: str = "") -> str:
+    return (
+        f'<li class="note {e(label.lower())}"><span class="label">{e(label)}</span> '
+        f'<span class="text">{e(n.text)}</span><div class="meta">{badges(n)} · recorded {when(n.recorded_at)} '
+        f'by {who(n.actor)} · <a href="{here.note_url(n.id)}">{e(n.id)}</a></div>{extra}</li>'
+    )
+
+
+def history_line(here: Here, h: HistoryEntry, hands: bool = False) -> str:
+    how = "replaced" if h.role.value == "superseded" else e(h.role.value)
+    why = f" because “{e(h.reason)}”" if h.reason else ""
+    extra = f'<div class="why">{how} at {when(h.at)} by {who(h.actor)}{why}</div>'
+    if hands and h.role.value in ("superseded", "revoked"):
+        extra += hands_for_history(here, h)
+    return note_line(here, h.note, "HISTORY", extra)
+
+
+STATUS_WORDS = {
+    "active": "current",
+    "contested": "CONTESTED: its current notes disagree",
+    "retracted": "RETRACTED: nothing in it holds",
+    "expired": "EXPIRED",
+}
+
+
+def chain_card(here: Here, c: Chain, hands: bool = False) -> str:
+    """A chain as recall delivers it: NOW, NEEDS, HISTORY; with `hands`, each note's forms under it."""
+    items = [note_line(here, h, "NOW", hands_for_head(here, h) if hands else "") for h in c.heads]
+    items += [note_line(here, p, "NEEDS") for p in c.prerequisites]
+    items += [f'<li class="note needs"><span class="label">NEEDS</span> {e(i)} (in another chain)</li>'
+              for i in c.prerequisites_elsewhere]  # fmt: skip
+    items += [history_line(here, h, hands) for h in c.history]
+    trimmed = c.trimmed_history + c.trimmed_prerequisites
+    more = f'<p class="meta">{trimmed} more left out to fit the budget.</p>' if trimmed else ""
+    status = STATUS_WORDS.get(c.status.value, c.status.value)
+    return (
+        f'<section class="chain {e(c.status.value)}"><h2><a href="{here.chain_url(c.chain_id)}">{e(title_of(c))}</a> '
+        f'<span class="status">{e(status)}</span></h2><ul>{"".join(items)}</ul>{more}</section>'
+    )
+
+
+def timeline(here: Here, note_id: str, notes: dict[str, NoteView], events: Iterable[EventView]) -> str:
+    """What happened to a chain, oldest first: each note recorded and each event, in words, with a
+    link to the chain of `note_id` as it was at that moment."""
+    rows: list[tuple[datetime, str, str | None, EventView | None]] = [
+        (n.recorded_at, f"recorded “{e(n.text)}”", n.actor, None) for n in notes.values()
+    ]
+    rows += [(ev.recorded_at, event_words(ev, notes), ev.actor, ev) for ev in events]
+    rows.sort(key=lambda row: row[0])
+    out = []
+    for at, what, actor, ev in rows:
+        why = f" because “{e(ev.reason)}”" if ev is not None and ev.reason else ""
+        undone = ""
+        if ev is not None and not ev.in_force:
+            undone = (f' <span class="undone">(undone by {e(ev.retracted_by)})</span>' if ev.retracted_by
+                      else ' <span class="undone">(set aside: it would close a cycle)</span>')  # fmt: skip
+        out.append(
+            f"<li><time>{when(at)}</time> {who(actor)} {what}{why}{undone} "
+            f'<a class="then" href="{here.chain_url(note_id, at)}">as it was then</a></li>'
+        )
+    return '<ol class="timeline">' + "".join(out) + "</ol>"
+
+
+def event_words(ev: EventView, notes: dict[str, NoteView]) -> str:
+    def said(note_id: str | None) -> str:
+        n = notes.get(note_id or "")
+        return f"“{e(short(n.text))}”" if n else e(note_id or "?")
+
+    kind = ev.kind.value
+    if kind == "supersedes":
+        return f"replaced {said(ev.dst)} with {said(ev.src)}"
+    if kind == "revokes":
+        return f"revoked {said(ev.dst)}"
+    if kind == "reinstates":
+        return f"reinstated {said(ev.dst)}" if ev.dst in notes else f"undid event {e(ev.dst)}"
+    if kind == "depends_on":
+        return f"said {said(ev.src)} needs {said(ev.dst)}"
+    if kind == "refines":
+        return f"said {said(ev.src)} refines {said(ev.dst)}"
+    return f"{e(kind)} {said(ev.dst)}"
+
+
+def short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- a person's hands: each form posts to /act, which asks to confirm before it writes -------------
+
+
+def _form(here: Here, action: str, note_id: str, label: str, inner: str = "", danger: bool = False) -> str:
+    return (
+        f'<details class="hand{" danger" if danger else ""}"><summary>{e(label)}</summary>'
+        f'<form method="post" action="{here.url("/act")}"><input type="hidden" name="csrf" value="{e(here.csrf)}">'
+        f'<input type="hidden" name="action" value="{e(action)}"><input type="hidden" name="note_id" value="{e(note_id)}">'
+        f'{inner}<label>reason <input name="reason" required maxlength="2000" placeholder="why"></label> '
+        f"<button>{e(label)}…</button></form></details>"
+    )
+
+
+def hands_for_head(here: Here, n: NoteView) -> str:
+    correct = (
+        f'<label>new text <textarea name="text" required maxlength="20000" rows="3">{e(n.text)}</textarea></label>'
+    )
+    link = (
+        '<label>kind <select name="kind"><option value="depends_on">needs</option>'
+        '<option value="refines">refines</option><option value="supersedes">replaces</option></select></label> '
+        '<label>other note id <input name="dst_id" required pattern="n_[0-9a-z]{26}" placeholder="n_…"></label>'
+    )
+    return (
+        '<div class="hands">'
+        + _form(here, "correct", n.id, "Correct", correct)
+        + _form(here, "revoke", n.id, "Revoke")
+        + _form(here, "link", n.id, "Link", link)
+        + _form(here, "forget", n.id, "Forget (erase)", "", danger=True)
+        + "</div>"
+    )
+
+
+def hands_for_history(here: Here, h: HistoryEntry) -> str:
+    return '<div class="hands">' + _form(here, "reinstate", h.note.id, "Reinstate") + "</div>"
+
+
+def confirm(here: Here, fields: dict[str, str], question: str, back: str) -> str:
+    hidden = "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in fields.items())
+    return (
+        f'<div class="confirm"><p>{question}</p><form method="post" action="{here.url("/act")}">{hidden}'
+        f'<input type="hidden" name="csrf" value="{e(here.csrf)}"><input type="hidden" name="confirmed" value="yes">'
+        f'<button class="go">Confirm</button> <a href="{back}">Cancel</a></form></div>'
+    )

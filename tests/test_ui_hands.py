@@ -1,0 +1,179 @@
+"""The web view in this process (Starlette's test client, real LanceDB): where it opens, what a
+forgotten note's page says, the headers every answer carries, and a person's writes: confirmed,
+recorded as the person, refused without the form token or from another origin, nothing changed then.
+
+tests/test_ui.py drives the same pages in Chromium, through the real command."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+
+import pytest
+from corrigenda.server.config import Settings
+from corrigenda.server.ui import build_ui
+from corrigenda.store import Draft, Memory
+from starlette.testclient import TestClient
+
+from .test_ui import seed
+
+ORIGIN = "http://127.0.0.1:8766"  # the web view's own origin, on its default port
+
+
+def browse(memory: Memory, scope: str = "ops") -> TestClient:
+    app = build_ui(memory, scope, Settings(db=memory.tables.uri, person="Ada"))
+    return TestClient(app, base_url=ORIGIN, headers={"Origin": ORIGIN})
+
+
+@pytest.fixture
+def seeded(memory: Memory) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    ids = seed(memory)
+    with browse(memory) as client:
+        yield client, ids
+
+
+def form_token(page: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found, "the page carries no form token"
+    return found.group(1)
+
+
+def test_an_empty_store_opens_on_a_page_that_says_so(memory: Memory) -> None:
+    with browse(memory) as client:
+        page = client.get("/")
+    assert page.status_code == 200
+    assert "This memory holds nothing yet" in page.text and "Cannot" not in page.text
+
+
+def test_it_opens_on_the_projects_scope_else_on_the_most_recently_changed_one(memory: Memory) -> None:
+    memory.remember(Draft(text="The old project used Jenkins"), scope="older")
+    memory.remember(Draft(text="Deploys go through Argo CD"), scope="newer")
+    with browse(memory, scope="mine#3f2a9c") as client:  # the project's scope holds nothing
+        landing = client.get("/")
+        assert landing.status_code == 200
+        assert "<h1>Scope newer</h1>" in landing.text and "Deploys go through Argo CD" in landing.text
+        named = client.get("/?scope=nothing-here")
+        assert named.status_code == 200 and "Scope <b>nothing-here</b> holds nothing yet" in named.text
+    memory.remember(Draft(text="This project builds with uv"), scope="mine#3f2a9c")
+    with browse(memory, scope="mine#3f2a9c") as client:
+        assert "<h1>Scope mine#3f2a9c</h1>" in client.get("/").text
+
+
+def test_a_chain_is_titled_by_its_subject_and_shows_kind_tags_and_who(memory: Memory) -> None:
+    old = memory.remember(
+        Draft(text="The API rate limit is 100/min", subject="api.rate_limit", tags=["limits"], kind="decision"),
+        scope="ops", actor="claude-code",
+    ).note  # fmt: skip
+    new = memory.correct(old.id, Draft(text="The API rate limit is 500/min"), reason="raised", actor="cursor").note
+    with browse(memory) as client:
+        page = client.get(f"/chain/{old.id}").text
+    assert "<h1>api.rate_limit</h1>" in page
+    assert '<span class="kind">decision</span>' in page and "#limits" in page
+    assert f"/chain/{new.id}" in page or new.id in page
+    timeline = page.split('<ol class="timeline">')[1]
+    assert "cursor (agent) replaced “The API rate limit is 100/min” with “The API rate limit is 500/min”" in timeline
+    assert "because “raised”" in timeline
+
+
+def test_a_forgotten_notes_page_says_when_and_why_and_shows_no_text(seeded: tuple[TestClient, dict[str, str]]) -> None:
+    client, ids = seeded
+    for path in (f"/note/{ids['gone']}", f"/chain/{ids['gone']}"):
+        page = client.get(path)
+        assert page.status_code == 200
+        assert "was forgotten at" in page.text and "a person asked for it to be erased" in page.text
+        assert "tulip" not in page.text
+    unknown = client.get("/note/n_" + "0" * 26)
+    assert unknown.status_code == 404 and "no note with id" in unknown.text
+
+
+def test_every_answer_forbids_scripts_framing_and_sniffing(seeded: tuple[TestClient, dict[str, str]]) -> None:
+    client, ids = seeded
+    for path in ("/", f"/chain/{ids['new']}", "/note/n_" + "0" * 26, "/static/ui.css", "/static/favicon.svg"):
+        answer = client.get(path)
+        assert answer.status_code in (200, 404), path
+        policy = answer.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy and "script-src" not in policy
+        assert answer.headers["x-content-type-options"] == "nosniff"
+    page = client.get(f"/chain/{ids['new']}").text
+    assert "<script" not in page and not re.search(r"\son[a-z]+=", page)  # no inline script or handler
+
+
+def test_a_correction_by_hand_is_confirmed_then_recorded_as_the_person(
+    memory: Memory, seeded: tuple[TestClient, dict[str, str]]
+) -> None:
+    client, ids = seeded
+    token = form_token(client.get(f"/chain/{ids['new']}").text)
+    asked = {"action": "correct", "note_id": ids["new"], "text": "The payments service listens on port 9443",
+             "reason": "moved to TLS", "csrf": token}  # fmt: skip
+    confirm = client.post("/act", data=asked)
+    assert confirm.status_code == 200 and "Confirm" in confirm.text and "Ada" in confirm.text
+    assert memory.history(ids["new"]).note.state.value == "active"  # asking wrote nothing
+
+    done = client.post("/act", data={**asked, "confirmed": "yes"}, follow_redirects=False)
+    assert done.status_code == 303
+    chain = memory.history(ids["new"]).chain
+    assert [h.text for h in chain.heads] == ["The payments service listens on port 9443"]
+    assert chain.heads[0].actor == "person:Ada" and chain.history[0].reason == "moved to TLS"
+    shown = client.get(done.headers["location"])
+    assert (
+        "Corrected: the new note is current" in shown.text and 'Ada <span class="person">(person)</span>' in shown.text
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "extra", "check"),
+    [
+        ("revoke", {}, lambda m, ids: m.history(ids["new"]).note.state.value == "revoked"),
+        ("reinstate", {}, lambda m, ids: m.history(ids["old"]).note.state.value == "active"),
+        ("forget", {}, lambda m, ids: m.tombstone(ids["new"]) is not None),
+    ],
+)
+def test_revoke_reinstate_and_forget_by_hand(
+    memory: Memory, seeded: tuple[TestClient, dict[str, str]], action: str, extra: dict[str, str], check: object
+) -> None:
+    client, ids = seeded
+    target = ids["old"] if action == "reinstate" else ids["new"]
+    token = form_token(client.get(f"/chain/{target}").text)
+    fields = {"action": action, "note_id": target, "reason": "a person said so", "csrf": token, "confirmed": "yes"}
+    done = client.post("/act", data={**fields, **extra}, follow_redirects=False)
+    assert done.status_code == 303, done.text
+    assert check(memory, ids)  # type: ignore[operator]
+    assert client.get(done.headers["location"]).status_code == 200
+
+
+def test_a_link_by_hand(memory: Memory, seeded: tuple[TestClient, dict[str, str]]) -> None:
+    client, ids = seeded
+    owner = memory.remember(Draft(text="Payments are run by the platform team"), scope="ops").note
+    token = form_token(client.get(f"/chain/{ids['new']}").text)
+    fields = {"action": "link", "note_id": ids["new"], "dst_id": owner.id, "kind": "depends_on",
+              "reason": "ask them first", "csrf": token, "confirmed": "yes"}  # fmt: skip
+    assert client.post("/act", data=fields, follow_redirects=False).status_code == 303
+    links = [e for e in memory.history(ids["new"]).events if e.kind.value == "depends_on" and e.dst == owner.id]
+    assert len(links) == 1 and links[0].actor == "person:Ada"
+
+
+def test_a_write_without_the_form_token_or_from_elsewhere_is_refused_and_changes_nothing(
+    memory: Memory, seeded: tuple[TestClient, dict[str, str]]
+) -> None:
+    client, ids = seeded
+    before = memory.history(ids["new"]).model_dump()
+    token = form_token(client.get(f"/chain/{ids['new']}").text)
+    fields = {"action": "revoke", "note_id": ids["new"], "reason": "x", "confirmed": "yes"}
+    missing = client.post("/act", data=fields)
+    assert missing.status_code == 403 and "did not come from this web view" in missing.text
+    wrong = client.post("/act", data={**fields, "csrf": token[::-1]})
+    assert wrong.status_code == 403
+    foreign = client.post("/act", data={**fields, "csrf": token}, headers={"Origin": "http://127.0.0.1:9999"})
+    assert foreign.status_code == 403  # refused by the Host/Origin check every request passes
+    # an origin that check lets through (another loopback name) is still not this page's own
+    other = client.post("/act", data={**fields, "csrf": token}, headers={"Origin": "http://localhost:8766"})
+    assert other.status_code == 403 and "must come from a page of this web view" in other.text
+    no_origin = client.post("/act", data={**fields, "csrf": token}, headers={"Origin": ""})
+    assert no_origin.status_code == 403
+    assert client.get("/act").status_code == 405  # reading never writes
+    blank = client.post("/act", data={**fields, "csrf": token, "reason": " "})
+    assert blank.status_code == 400 and "reason: missing" in blank.text
+    unknown = client.post("/act", data={**fields, "csrf": token, "action": "drop"})
+    assert unknown.status_code == 400 and "action: 'drop' is not one of" in html.unescape(unknown.text)
+    assert memory.history(ids["new"]).model_dump() == before

@@ -130,7 +130,7 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         busiest = sorted(where.scopes, key=lambda c: h.latest(c) or datetime.min.replace(tzinfo=UTC), reverse=True)
         others = (
             f"<h2>Scopes, latest change first</h2>{h.scope_table(where, busiest[:LANDING_SCOPES])}"
-            f'<p><a href="{where.url("/scopes")}">All {len(where.scopes)} scopes</a></p>'
+            f'<p><a href="{where.url("/scopes")}">All scopes ({len(where.scopes)})</a></p>'
         )
         if where.scope not in {c.scope for c in where.scopes}:
             body = f"<p>Scope <b>{h.e(where.scope)}</b> holds nothing yet.</p>" + others

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +26,7 @@ from mcp import Client
 from .conftest import call
 from .test_cli import CORRIGENDA, run
 
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -312,3 +314,19 @@ def test_the_web_view_answers_over_ipv6_loopback(db: str, memory: Memory, comman
         assert "The payments service listens on port 9090" in page.text
         foreign = httpx2.get(base + NOTES, headers={"Host": "evil.example"}, trust_env=False, timeout=30)
         assert foreign.status_code == 421
+
+
+def test_the_readmes_pictures_are_made_by_the_script_in_docs(tmp_path: Path) -> None:
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "make_screenshots.py"), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    pictures = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert pictures and pictures == sorted(Path(line).name for line in made.stdout.splitlines())
+    for picture in tmp_path.glob("*.png"):
+        data = picture.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and int.from_bytes(data[16:20], "big") == 1000  # width
+        assert (ROOT / "docs" / picture.name).exists(), f"docs/{picture.name} is not in the repository"
+    readme = (ROOT / "README.md").read_text() + (ROOT / "docs" / "reference.md").read_text()
+    assert all(name in readme for name in pictures)

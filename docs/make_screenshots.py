@@ -1,0 +1,64 @@
+"""Makes the README's pictures of the web view, in headless Chromium, from a store seeded as the
+browser tests seed theirs (tests/test_ui.py); tests/test_ui.py runs it, so CI does.
+
+.venv/bin/python docs/make_screenshots.py [--out DIR]     (default: docs/)
+
+- ui-landing.png: the landing page of a scope;
+- ui-correct.png: a person correcting a note by hand, the form filled in;
+- ui-chain.png: the chain after that correction, with its timeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from corrigenda.store import Memory  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, free_port, seed, start  # noqa: E402
+
+WIDTH = 1000
+PICTURES = ("ui-landing.png", "ui-correct.png", "ui-chain.png")
+
+
+def main(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "store")
+        ids = seed(Memory(db))
+        port = free_port()
+        arguments = ["ui", "--db", db, "--scope", "ops", "--port", str(port)]
+        for base, _ in start(arguments, port, env={"CORRIGENDA_PERSON": "Ada"}):
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": WIDTH, "height": 640})
+                page.goto(f"{base}/")
+                page.screenshot(path=str(out / PICTURES[0]), full_page=True)
+
+                page.goto(f"{base}/chain/{ids['new']}")
+                head = page.locator("li.now").first
+                head.locator("summary", has_text="Correct").click()
+                head.locator("textarea[name=text]").fill("The payments service listens on port 9443")
+                head.locator("details[open] input[name=reason]").fill("moved to TLS on 1 December")
+                page.screenshot(path=str(out / PICTURES[1]))
+                head.locator("details[open] button").click()
+                page.click("button.go")
+                page.locator(".notice").wait_for()
+                page.screenshot(path=str(out / PICTURES[2]), full_page=True)
+                browser.close()
+    return [out / name for name in PICTURES]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where the pictures go (default: docs/)")
+    for made in main(parser.parse_args().out):
+        print(made)

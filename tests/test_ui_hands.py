@@ -177,3 +177,13 @@ def test_a_write_without_the_form_token_or_from_elsewhere_is_refused_and_changes
     unknown = client.post("/act", data={**fields, "csrf": token, "action": "drop"})
     assert unknown.status_code == 400 and "action: 'drop' is not one of" in html.unescape(unknown.text)
     assert memory.history(ids["new"]).model_dump() == before
+
+
+def test_a_contested_chain_and_an_unsure_note_are_visible(memory: Memory) -> None:
+    old = memory.remember(Draft(text="The cache TTL is 60 seconds", subject="cache.ttl"), scope="ops").note
+    memory.correct(old.id, Draft(text="The cache TTL is 120 seconds"), reason="ops said so", actor="cursor")
+    memory.correct(old.id, Draft(text="The cache TTL is 30 seconds", confidence=0.4), reason="dev", fork=True)
+    with browse(memory) as client:
+        page = client.get(f"/chain/{old.id}").text
+    assert '<section class="chain contested">' in page and "CONTESTED: its current notes disagree" in page
+    assert page.count('<li class="note now">') == 2 and '<span class="unsure">confidence 0.40</span>' in page

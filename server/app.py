@@ -61,7 +61,7 @@ from mcp_types import Tool as MCPTool
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
-from . import http, project, render, roots, schemas
+from . import http, mcp_app, project, render, roots, schemas
 from .config import ScopeName, Settings, package_version
 from .errors import invalid_arguments, tool_errors
 
@@ -297,7 +297,7 @@ def build_server(
     scope_line = SCOPE_OF_PROJECT if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     server = CorrigendaServer(
         "corrigenda", instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=package_version(),
-        lifespan=lifespan, log_level=settings.log_level, **http.auth(settings),
+        lifespan=lifespan, log_level=settings.log_level, extensions=[mcp_app.extension()], **http.auth(settings),
     )  # fmt: skip
     session_scopes: WeakKeyDictionary[Any, tuple[str, str]] = WeakKeyDictionary()
 
@@ -348,12 +348,14 @@ def build_server(
         with tool_errors(tool):
             return await anyio.to_thread.run_sync(partial(work, memory))
 
-    def tool(annotations: ToolAnnotations, title: str) -> Callable[[F], F]:
-        """Register a tool; its docstring, dedented, is the description the model reads, and its title
-        the name a client shows a person."""
+    def tool(annotations: ToolAnnotations, title: str, meta: dict[str, Any] | None = None) -> Callable[[F], F]:
+        """Register a tool; its docstring, dedented, is the description the model reads, its title
+        the name a client shows a person, and `meta` its `_meta` (the app that draws its result)."""
 
         def register(fn: F) -> F:
-            server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+            server.add_tool(
+                fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations, meta=meta
+            )
             return fn
 
         return register
@@ -464,7 +466,7 @@ def build_server(
         )
         return _result(r, render.lifecycle(r, "Reinstated"))
 
-    @tool(READ_ONLY, "Recall chains")
+    @tool(READ_ONLY, "Recall chains", mcp_app.CHAINS_TOOL_META)
     async def recall_chains(
         ctx: Context,
         query: Annotated[str, Field(description="What you want to know, in words.", min_length=1, max_length=4000)],
@@ -500,7 +502,7 @@ def build_server(
                        budget_tokens=budget_tokens, as_of=as_of))  # fmt: skip
         return _result(r, render.exclusion(r))
 
-    @tool(READ_ONLY, "Note history")
+    @tool(READ_ONLY, "Note history", mcp_app.CHAINS_TOOL_META)
     async def history(ctx: Context, note_id: NoteId, as_of: AsOf = None) -> Annotated[CallToolResult, NoteHistory]:
         """Show one note with its whole chain and every lifecycle event (who, when, why), oldest first."""
         r = await call(ctx, "history", lambda m: m.history(note_id=note_id, as_of=as_of))

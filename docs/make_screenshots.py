@@ -5,7 +5,9 @@ browser tests seed theirs (tests/test_ui.py); tests/test_ui.py runs it, so CI do
 
 - ui-landing.png: the landing page of a scope;
 - ui-correct.png: a person correcting a note by hand, the form filled in;
-- ui-chain.png: the chain after that correction, with its timeline.
+- ui-chain.png: the chain after that correction, with its timeline;
+- mcp-app.png: the MCP App showing a `recall_chains` result inside a host (the test host of
+  tests/test_mcp_app.py, written to the extension's specification).
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import anyio  # noqa: E402
+from corrigenda.server.app import build_server  # noqa: E402
+from corrigenda.server.config import Settings  # noqa: E402
 from corrigenda.store import Memory  # noqa: E402
+from mcp import Client  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from tests.test_mcp_app import show_in_a_host  # noqa: E402
 from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, free_port, seed, start  # noqa: E402
 
 WIDTH = 1000
-PICTURES = ("ui-landing.png", "ui-correct.png", "ui-chain.png")
+PICTURES = ("ui-landing.png", "ui-correct.png", "ui-chain.png", "mcp-app.png")
+QUESTION = "which port does the payments service use?"
 
 
 def main(out: Path) -> list[Path]:
@@ -54,7 +62,19 @@ def main(out: Path) -> list[Path]:
                 page.locator(".notice").wait_for()
                 page.screenshot(path=str(out / PICTURES[2]), full_page=True)
                 browser.close()
+        anyio.run(app_picture, db, out / PICTURES[3])
     return [out / name for name in PICTURES]
+
+
+async def app_picture(db: str, picture: Path) -> None:
+    """The MCP App, in a host, showing what `recall_chains` answers over MCP after the correction."""
+    server = build_server(Settings(db=db))
+    async with Client(server, raise_exceptions=True) as client:
+
+        async def drawn(frame: object) -> None:
+            await frame.locator(".chain").first.wait_for()  # type: ignore[attr-defined]
+
+        await show_in_a_host(client, "recall_chains", {"query": QUESTION, "scope": "ops"}, drawn, str(picture))
 
 
 if __name__ == "__main__":

@@ -108,10 +108,12 @@ async def test_recall_chains_text_is_still_the_text_rendering(client: Client) ->
     assert "NOW" in block.text and "HISTORY" in block.text  # type: ignore[union-attr]
 
 
-async def show_in_a_host(client: Client, tool: str, arguments: dict[str, Any], checks: Any) -> list[dict[str, Any]]:
+async def show_in_a_host(
+    client: Client, tool: str, arguments: dict[str, Any], checks: Any, picture: str | None = None
+) -> list[dict[str, Any]]:
     """Call `tool` over MCP, show its result in the app inside the host page in Chromium, run `checks`
-    on the app's frame; return what the app sent the host. Fails on any console error (a CSP refusal
-    or a script error)."""
+    on the app's frame (then take a `picture` of the page, if asked); return what the app sent the
+    host. Fails on any console error (a CSP refusal or a script error)."""
     from playwright.async_api import Route, async_playwright
 
     result = await client.call_tool(tool, arguments)
@@ -151,6 +153,9 @@ async def show_in_a_host(client: Client, tool: str, arguments: dict[str, Any], c
             page.on("pageerror", lambda e: errors.append(str(e)))
             await page.goto(f"{HOST}/")
             await checks(page.frame_locator("#view"))
+            if picture is not None:
+                await page.set_viewport_size({"width": 672, "height": 600})
+                await page.screenshot(path=picture, full_page=True)
             seen: list[dict[str, Any]] = await page.evaluate("window.seen")
             height = await page.evaluate("document.getElementById('view').getBoundingClientRect().height")
         finally:

@@ -539,11 +539,19 @@ def build_server(
         return _result(r, render.forgotten(r))
 
     @tool(READ_ONLY, "List scopes")
-    async def scopes(ctx: Context) -> Annotated[CallToolResult, ScopeList]:
-        """List every scope in the store with its number of notes and events and its latest note, and the
-        scope this session uses when a call names none."""
+    async def scopes(
+        ctx: Context,
+        offset: Annotated[int, Field(description="Skip this many (the previous page's next_offset).", ge=0)] = 0,
+        limit: Annotated[int, Field(description="How many to return.", ge=1, le=PAGE_MAX)] = 100,
+        contains: Annotated[
+            str | None, Field(description="Only scopes whose name contains this, in any case.", max_length=SCOPE_MAX)
+        ] = None,
+    ) -> Annotated[CallToolResult, ScopeList]:
+        """List the store's scopes, the most recently changed first, a page at a time (`offset`, `limit`),
+        each with its number of notes and events and when it last changed; `contains` finds one by part of
+        its name. Also says which scope this session uses when a call names none."""
         default = await scope_for(ctx, None)
-        r = await call(ctx, "scopes", lambda m: ScopeList(scopes=m.scopes(), default_scope=default))
+        r = await call(ctx, "scopes", lambda m: m.scope_page(offset, limit, contains, default_scope=default))
         return _result(r, render.scopes(r))
 
     # -- looking through a memory: list_notes and changes (store/browse.py) ------------------

@@ -86,7 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     why.add_argument("note_id")
     why.add_argument("--query", help="replay this recall to see where the note fell out")
     commands.add_parser("stats", parents=[common], help="print what the store holds")
-    commands.add_parser("scopes", parents=[common], help="list every scope with its counts (* marks this folder's)")
+    scoping = commands.add_parser(
+        "scopes", parents=[common], help="list the scopes, most recently changed first, with their counts"
+    )
+    scoping.add_argument("--offset", type=int, default=0, help="scopes to skip (default 0)")
+    scoping.add_argument("--limit", type=int, default=100, help="scopes to show (default 100)")
+    scoping.add_argument("--contains", help="only scopes whose name contains this (any case)")
 
     listing = commands.add_parser("list", parents=[common], help="list a scope's notes, newest first, by state")
     listing.add_argument("--state", choices=["current", "history", "all"], default="all", help="default all")
@@ -288,7 +293,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _install(args)
 
     from corrigenda.store import CorrigendaError
-    from corrigenda.store.views import ScopeList
 
     from . import render
     from .app import build_memory
@@ -320,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stats = memory.stats()
             _show(stats, "\n".join(f"{k}: {v}" for k, v in stats.items()), args.json)
         elif args.command == "scopes":
-            listed = ScopeList(scopes=memory.scopes(), default_scope=scope)
+            listed = memory.scope_page(args.offset, args.limit, args.contains, default_scope=scope)
             _show(listed, render.scopes(listed), args.json)
         elif args.command == "list":
             page = memory.list_notes(scope, args.state, args.offset, args.limit, as_of)

@@ -24,6 +24,7 @@ from corrigenda.store.views import (
     Omitted,
     RecallResult,
     Remembered,
+    ScopeCount,
     ScopeList,
 )
 
@@ -184,15 +185,23 @@ def exclusion(r: Exclusion) -> str:
 
 
 def scopes(r: ScopeList) -> str:
-    lines = [f"{len(r.scopes)} scope(s); * marks the default, {r.default_scope!r}."]
-    lines += [
-        f"{'*' if c.scope == r.default_scope else ' '} {c.scope!r}: {c.notes} notes, {c.events} events, "
-        f"latest note {_day(c.latest_note_at)}"
-        for c in r.scopes
-    ]
-    if not any(c.scope == r.default_scope for c in r.scopes):
+    which = f" matching {r.contains!r}" if r.contains else ""
+    shown = f"showing {r.offset + 1}–{r.offset + len(r.scopes)} of {r.total}" if r.scopes else "none"
+    if not r.scopes and r.total:
+        shown = f"none at offset {r.offset} of {r.total}"
+    lines = [f"Scopes{which}, most recently changed first: {shown}; * marks the default, {r.default_scope!r}."]
+    lines += [f"{'*' if c.scope == r.default_scope else ' '} {_scope_count(c)}" for c in r.scopes]
+    if r.default_counts is not None and r.default_counts not in r.scopes:
+        lines.append(f"* {_scope_count(r.default_counts)} (not on this page)")
+    elif r.default_counts is None and r.default_scope is not None:
         lines.append(f"* {r.default_scope!r}: empty so far")
+    if r.next_offset is not None:
+        lines.append(f"More: offset={r.next_offset}; or find one by name with contains.")
     return "\n".join(lines)
+
+
+def _scope_count(c: ScopeCount) -> str:
+    return f"{c.scope!r}: {c.notes} notes, {c.events} events, changed {_day(c.latest_change_at)}"
 
 
 def note_list(r: NoteList) -> str:

@@ -1,21 +1,24 @@
 """What a person (or an agent resuming work) asks of a scope as a whole: its notes page by page,
-how many are in each state, and what changed since a time.
+how many are in each state, and what changed since a time; and of the store: its scopes page by page.
 
-Pure functions over a fold: `Memory.list_notes` and `Memory.changes` read what they need and
-pass it in. Unlike recall, a listing reads its whole scope (every note and event): it is for
-looking through a memory, not for answering from it.
+Pure functions over a fold or counts: `Memory.list_notes`, `Memory.changes` and `Memory.scope_page`
+read what they need and pass it in. Unlike recall, a listing reads its whole scope (every note and
+event): it is for looking through a memory, not for answering from it.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from datetime import datetime
 
 from .chains import event_view, note_view
+from .errors import InvalidArgument
 from .fold import Fold
 from .ids import is_note_id
 from .model import Event, EventKind, NoteState
-from .views import Change, ChangeKind, Changes, NoteList, StateFilter
+from .views import Change, ChangeKind, Changes, NoteList, ScopeCount, ScopeList, StateFilter
+from .where import SCOPE_MAX
 
 PAGE_MAX = 500
 CHANGE_KINDS: dict[EventKind, ChangeKind] = {
@@ -24,6 +27,43 @@ CHANGE_KINDS: dict[EventKind, ChangeKind] = {
     EventKind.REINSTATES: "reinstated",
     EventKind.FORGETS: "forgotten",
 }
+
+
+def check_page(offset: int, limit: int) -> None:
+    """InvalidArgument naming `offset` or `limit` unless they ask for a page: limit 1 to PAGE_MAX."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= PAGE_MAX:
+        raise InvalidArgument("limit", f"must be a whole number from 1 to {PAGE_MAX}, not {limit!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise InvalidArgument("offset", f"must be a whole number, 0 or more, not {offset!r}")
+
+
+def list_scopes(
+    counts: Iterable[ScopeCount], offset: int, limit: int, contains: str | None, default_scope: str | None
+) -> ScopeList:
+    """A page of the scopes whose name contains `contains` (any case; all for None), the most recently
+    changed first, ties by name; with `default_scope`'s counts wherever it falls."""
+    if contains is not None and (not isinstance(contains, str) or len(contains) > SCOPE_MAX):
+        raise InvalidArgument("contains", f"must be part of a scope name: text of at most {SCOPE_MAX} characters")
+    check_page(offset, limit)
+    every = list(counts)
+    wanted = every
+    if contains:
+        part = _folded(contains)
+        wanted = [c for c in every if part in _folded(c.scope)]
+    wanted.sort(key=lambda c: c.scope)
+    wanted.sort(key=lambda c: c.latest_change_at, reverse=True)  # stable: ties stay by name
+    page = wanted[offset : offset + limit]
+    after = offset + len(page)
+    return ScopeList(
+        scopes=page, contains=contains or None, total=len(wanted), offset=offset,
+        next_offset=after if after < len(wanted) else None, default_scope=default_scope,
+        default_counts=next((c for c in every if c.scope == default_scope), None),
+    )  # fmt: skip
+
+
+def _folded(name: str) -> str:
+    """A name as `contains` compares it: composed (as scopes are stored) and case-folded."""
+    return unicodedata.normalize("NFC", name).casefold()
 
 
 def list_notes(

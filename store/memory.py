@@ -43,6 +43,7 @@ from .views import (
     RecallResult,
     Remembered,
     ScopeCount,
+    ScopeList,
     Similar,
     StateFilter,
 )
@@ -496,6 +497,18 @@ class Memory:
         return sorted(listed, key=lambda c: (-c.notes, c.scope))
 
     @_operation
+    def scope_page(
+        self, offset: int = 0, limit: int = 100, contains: str | None = None, default_scope: str | None = None
+    ) -> ScopeList:
+        """A page of the store's scopes, the most recently changed first (ties by name), each with its
+        counts; only those whose name contains `contains` (any case) if given. `limit` is 1 to
+        browse.PAGE_MAX. `default_scope`'s counts come with the page whether it is on it or not."""
+        counts = self.tables.scopes()
+        return browse.list_scopes(
+            (ScopeCount(scope=name, **count) for name, count in counts.items()), offset, limit, contains, default_scope
+        )
+
+    @_operation
     def stats(self) -> dict[str, object]:
         stored = self.tables.stored_model()
         return {
@@ -759,10 +772,7 @@ class Memory:
         scope = check_scope(scope)
         if state not in ("current", "history", "all"):
             raise InvalidArgument("state", f"{state!r} is not a state filter: use 'current', 'history' or 'all'")
-        if not 1 <= limit <= browse.PAGE_MAX:
-            raise InvalidArgument("limit", f"must be 1 to {browse.PAGE_MAX}")
-        if offset < 0:
-            raise InvalidArgument("offset", "must not be negative")
+        browse.check_page(offset, limit)
         notes = [note for note, _ in self.tables.scope_notes(scope)]
         graph = self.graphs.get(scope)  # after the notes were read (graph.py)
         if not notes and not graph.events:
@@ -775,8 +785,7 @@ class Memory:
         """What was corrected, revoked, reinstated or forgotten in a scope after `since`, newest first,
         each with its chain's current notes."""
         scope = check_scope(scope)
-        if not 1 <= limit <= browse.PAGE_MAX:
-            raise InvalidArgument("limit", f"must be 1 to {browse.PAGE_MAX}")
+        browse.check_page(0, limit)
         since_utc = _utc(since)
         assert since_utc is not None
         now = self.clock()
@@ -803,7 +812,9 @@ class Memory:
         names = list(counts)
         nearest = difflib.get_close_matches(scope, names, n=SCOPES_NAMED, cutoff=0.0) if len(names) > 1 else names
         listed = ", ".join(f"{name!r} ({_count(counts[name].notes, 'note')})" for name in nearest)
-        more = f", and {len(names) - len(nearest)} more (`scopes` lists them)" if len(names) > len(nearest) else ""
+        more = ""
+        if len(names) > len(nearest):
+            more = f", and {len(names) - len(nearest)} more (`scopes` lists them; its `contains` finds one by name)"
         raise InvalidArgument(
             "scope",
             f"nothing was ever stored in scope {scope!r} (mistyped, or a project with no notes yet?); the nearest "

@@ -189,11 +189,21 @@ class ScopeCount(BaseModel):
     notes: int = Field(description="Notes stored in the scope, current and history.")
     events: int = Field(description="Lifecycle events (corrections, revocations, links, …) in the scope.")
     latest_note_at: datetime | None = Field(description="When its newest note was recorded.")
+    latest_change_at: datetime = Field(description="When its newest note or event was recorded.")
 
 
 class ScopeList(BaseModel):
+    """One page of the store's scopes, the most recently changed first (ties by name)."""
+
     scopes: list[ScopeCount]
+    contains: str | None = Field(None, description="Only scopes whose name contains this (any case) are listed.")
+    total: int = Field(description="Scopes in the store (those matching `contains`, if given).")
+    offset: int
+    next_offset: int | None = Field(description="Pass this as `offset` for the next page; null on the last one.")
     default_scope: str | None = Field(None, description="The scope a tool call that names none uses in this session.")
+    default_counts: ScopeCount | None = Field(
+        None, description="The default scope's counts, on this page or not; null while it holds nothing."
+    )
 
 
 StateFilter = Literal["current", "history", "all"]

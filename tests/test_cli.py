@@ -162,3 +162,21 @@ def test_serve_in_a_terminal_says_what_it_waits_for(tmp_path: Path) -> None:
     assert first == f"corrigenda: no store at {tmp_path / 'store'} yet; the first write makes it\n"
     assert second.startswith("corrigenda: an MCP server on stdio, waiting for a client's messages on stdin")
     assert "corrigenda install CLIENT" in second and stdout == ""
+
+
+def test_scopes_prints_a_page_and_finds_a_scope_by_part_of_its_name(db: str, memory: Memory) -> None:
+    for name in ("web-app", "Web API", "cli"):
+        memory.remember(Draft(text=f"A note about {name}"), scope=name)
+    first = run("scopes", "--db", db, "--limit", "2", "--json")
+    assert first.returncode == 0, first.stderr
+    page = json.loads(first.stdout)
+    assert [s["scope"] for s in page["scopes"]] == ["cli", "Web API"] and page["next_offset"] == 2
+    assert page == memory.scope_page(limit=2, default_scope="default").model_dump(mode="json")
+    rest = run("scopes", "--db", db, "--limit", "2", "--offset", "2")
+    assert "showing 3–3 of 3" in rest.stdout and "'web-app'" in rest.stdout and "More" not in rest.stdout
+    found = json.loads(run("scopes", "--db", db, "--contains", "WEB", "--json").stdout)
+    assert {s["scope"] for s in found["scopes"]} == {"web-app", "Web API"} and found["total"] == 2
+    for flag, value in (("--limit", "0"), ("--limit", "501"), ("--offset", "-1")):
+        refused = run("scopes", "--db", db, flag, value)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.startswith(f"corrigenda: scopes: {flag[2:]}: "), refused.stderr

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from corrigenda.server import render
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 from corrigenda.server.roots import scope_from_root
-from corrigenda.store import Memory, SentenceTransformerEmbedder
+from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder
+from corrigenda.store.browse import PAGE_MAX
+from corrigenda.store.ids import new_note_id
+from corrigenda.store.where import SCOPE_MAX
 from mcp import Client
+from mcp.client._memory import InMemoryTransport
+from mcp.shared.message import SessionMessage
 from mcp_types import ListRootsResult, Root
 
 from .conftest import call, call_error
+from .test_cli import run
 
 pytestmark = pytest.mark.anyio
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 # What VS Code's ${workspaceFolderBasename} or a root can hand over, SQL's quote and escape included.
 NAMES = ["My Project", "café", "项目", "O'Brien's notes", "back\\slash", "100% _done_", "a/b", "'; DROP TABLE notes --"]
@@ -121,5 +132,176 @@ async def test_scopes_counts_notes_and_events_per_scope(client: Client) -> None:
     listed = await call(client, "scopes")
     counts = {s["scope"]: (s["notes"], s["events"]) for s in listed["scopes"]}
     assert counts == {"office": (2, 1), "floor": (1, 0)}
-    assert [s["scope"] for s in listed["scopes"]] == ["office", "floor"]  # busiest first
+    assert [s["scope"] for s in listed["scopes"]] == ["floor", "office"]  # the most recently changed first
     assert listed["default_scope"] == "default"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def at(self, hours: float) -> datetime:
+        self.now = T0 + timedelta(hours=hours)
+        return self.now
+
+
+def test_scopes_come_a_page_at_a_time_the_most_recently_changed_first(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    clock = Clock()
+    mem = Memory(db, embedder, clock=clock)
+    clock.at(0)
+    mem.remember(Draft(text="The cli is written in Go"), scope="cli")
+    clock.at(1)
+    cafe = mem.remember(Draft(text="The café opens at eight"), scope="Café").note
+    clock.at(2)
+    mem.remember(Draft(text="The web app uses React"), scope="web-app")
+    mem.remember(Draft(text="The web api speaks JSON"), scope="Web API")
+    clock.at(3)
+    mem.revoke(cafe.id, reason="it opens at nine")  # an event alone is a change
+
+    first = mem.scope_page(limit=3)
+    assert [c.scope for c in first.scopes] == ["Café", "Web API", "web-app"]  # a tie goes by name
+    assert first.scopes[0].latest_change_at == T0 + timedelta(hours=3)
+    assert first.scopes[0].latest_note_at == T0 + timedelta(hours=1)
+    assert (first.scopes[0].notes, first.scopes[0].events) == (1, 1)
+    assert (first.total, first.offset, first.next_offset) == (4, 0, 3)
+    last = mem.scope_page(offset=first.next_offset, limit=3)
+    assert [c.scope for c in last.scopes] == ["cli"] and last.next_offset is None
+    beyond = mem.scope_page(offset=10)
+    assert (beyond.scopes, beyond.total, beyond.next_offset) == ([], 4, None)
+    assert [c.scope for c in mem.scope_page().scopes] == [c.scope for c in first.scopes + last.scopes]
+
+
+def test_contains_finds_a_scope_by_part_of_its_name_in_any_case(memory: Memory) -> None:
+    for name in ("web-app", "Web API", "Café", "cli"):
+        memory.remember(Draft(text=f"A note about {name}"), scope=name)
+    assert {c.scope for c in memory.scope_page(contains="WEB").scopes} == {"web-app", "Web API"}
+    assert memory.scope_page(contains="WEB").total == 2 and memory.scope_page().total == 4
+    decomposed = unicodedata.normalize("NFD", "CAFÉ")
+    assert [c.scope for c in memory.scope_page(contains=decomposed).scopes] == ["Café"]
+    nothing = memory.scope_page(contains="zzz")
+    assert (nothing.scopes, nothing.total, nothing.next_offset, nothing.contains) == ([], 0, None, "zzz")
+
+
+def test_the_default_scope_is_reported_whether_or_not_it_is_on_the_page(memory: Memory) -> None:
+    memory.remember(Draft(text="Stand-up is at ten"), scope="team")
+    memory.remember(Draft(text="Deploys are on Fridays"), scope="ops")
+    page = memory.scope_page(limit=1, default_scope="team")
+    assert [c.scope for c in page.scopes] == ["ops"]
+    assert page.default_scope == "team" and page.default_counts is not None and page.default_counts.notes == 1
+    assert "* 'team': 1 notes, 0 events" in render.scopes(page) and "(not on this page)" in render.scopes(page)
+    empty = memory.scope_page(default_scope="new")
+    assert empty.default_counts is None and "* 'new': empty so far" in render.scopes(empty)
+
+
+def test_a_page_out_of_bounds_is_refused_naming_the_field(memory: Memory) -> None:
+    memory.remember(Draft(text="Stand-up is at ten"), scope="team")
+    for field, bad in (
+        ("limit", {"limit": 0}), ("limit", {"limit": PAGE_MAX + 1}), ("limit", {"limit": True}),
+        ("offset", {"offset": -1}), ("offset", {"offset": 1.5}), ("contains", {"contains": "x" * (SCOPE_MAX + 1)}),
+    ):  # fmt: skip
+        with pytest.raises(InvalidArgument) as refused:
+            memory.scope_page(**bad)
+        assert refused.value.field == field, bad
+    assert len(memory.scope_page(limit=PAGE_MAX).scopes) == 1
+
+
+async def test_the_scopes_tool_pages_and_says_how_to_get_the_next_page(client: Client) -> None:
+    for name in ("one", "two", "three"):
+        await call(client, "remember", text=f"Project {name} builds with make", scope=name)
+    result = await client.call_tool("scopes", {"limit": 2})
+    first = result.structured_content
+    assert first is not None
+    assert [s["scope"] for s in first["scopes"]] == ["three", "two"]
+    assert (first["total"], first["offset"], first["next_offset"]) == (3, 0, 2)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "showing 1–2 of 3" in text and "More: offset=2" in text and "* 'default': empty so far" in text
+    last = await client.call_tool("scopes", {"offset": 2, "limit": 2})
+    assert [s["scope"] for s in last.structured_content["scopes"]] == ["one"]  # type: ignore[index]
+    assert "showing 3–3 of 3" in last.content[0].text and "More" not in last.content[0].text  # type: ignore[union-attr]
+    found = await call(client, "scopes", contains="TW")
+    assert [s["scope"] for s in found["scopes"]] == ["two"] and found["total"] == 1
+    for bad in ({"limit": 0}, {"limit": PAGE_MAX + 1}, {"offset": -1}, {"contains": "x" * (SCOPE_MAX + 1)}):
+        assert next(iter(bad)) in await call_error(client, "scopes", **bad)
+
+
+@asynccontextmanager
+async def wire(server: Any, received: list[str]) -> AsyncIterator[tuple[Any, Any]]:
+    """A stream transport to `server` whose client end keeps each message it receives as JSON, as the
+    stdio and HTTP transports write it (a server object given to Client directly skips JSON-RPC)."""
+    async with InMemoryTransport(server, raise_exceptions=True) as (read, write):
+        yield _Tapped(read, received), write
+
+
+class _Tapped:
+    def __init__(self, stream: Any, received: list[str]) -> None:
+        self.stream, self.received = stream, received
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    def _keep(self, item: Any) -> Any:
+        if isinstance(item, SessionMessage):
+            self.received.append(item.message.model_dump_json(by_alias=True, exclude_unset=True))
+        return item
+
+    async def receive(self) -> Any:
+        return self._keep(await self.stream.receive())
+
+    def __aiter__(self) -> _Tapped:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._keep(await self.stream.__anext__())
+
+    async def __aenter__(self) -> _Tapped:
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.stream.__aexit__(*exc)
+
+
+def store_of_scopes(memory: Memory, n: int) -> None:
+    """`n` scopes of one note each, written as a restore writes them: an export of one real note (with
+    its vector) copied into each scope under a new id, imported whole, so no note is embedded again."""
+    memory.remember(Draft(text="The build runs with make"), scope="p00000")
+    header, note = (json.loads(line) for line in list(memory.export(vectors=True))[:2])
+    header["scopes"] = [f"p{i:05d}" for i in range(n)]
+    notes = [json.dumps(note | ({"id": new_note_id(), "scope": f"p{i:05d}"} if i else {})) for i in range(n)]
+    digest = hashlib.sha256("".join(line + "\n" for line in notes).encode()).hexdigest()
+    trailer = {"type": "end", "notes": n, "events": 0, "sha256": digest}
+    memory.import_lines([json.dumps(header), *notes, json.dumps(trailer)])
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+async def test_a_store_of_ten_thousand_scopes_answers_scopes_in_under_100_kb(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    memory = Memory(db, embedder)
+    store_of_scopes(memory, 10_000)
+    assert memory.stats()["notes"] == 10_000
+    server = build_server(Settings(db=db), lambda settings: Memory(settings.db, embedder))
+    received: list[str] = []
+    async with Client(wire(server, received), raise_exceptions=True) as client:
+        result = await client.call_tool("scopes", {})
+    (response,) = [m for m in received if '"structuredContent"' in m]  # the tools/call answer
+    assert len(response.encode()) < 100_000, len(response.encode())
+    page = json.loads(response)["result"]
+    assert page["structuredContent"] == result.structured_content
+    assert (page["structuredContent"]["total"], page["structuredContent"]["next_offset"]) == (10_000, 100)
+    assert len(page["structuredContent"]["scopes"]) == 100 and "showing 1–100 of 10000" in page["content"][0]["text"]
+
+    for flags in ([], ["--json"]):
+        printed = run("scopes", "--db", db, *flags)
+        assert printed.returncode == 0, printed.stderr
+        assert len(printed.stdout.encode()) < 100_000, (flags, len(printed.stdout.encode()))
+    listed = json.loads(printed.stdout)
+    assert listed["total"] == 10_000 and len(listed["scopes"]) == 100
+    found = json.loads(run("scopes", "--db", db, "--contains", "P0999", "--json").stdout)
+    assert sorted(s["scope"] for s in found["scopes"]) == [f"p0999{i}" for i in range(10)]

@@ -231,18 +231,24 @@ class Search(Handles):
         return [(_note_from_row(row), row.get("vector")) for row in rows]
 
     def scopes(self) -> dict[str, dict[str, Any]]:
-        """Each scope with its stored notes and events and the time of its latest note, read from the
-        scope and time columns alone."""
+        """Each scope with its stored notes and events, the time of its latest note, and the time of its
+        latest change (its newest note or event), read from the scope and time columns alone: one
+        group-by per table, never a query per scope."""
         found: dict[str, dict[str, Any]] = {}
         for name, table in self._tables().items():
-            columns = ["scope", "recorded_at_us"] if name == NOTES else ["scope"]
-            rows = self._scan(table, columns)
-            aggregations = [("scope", "count")] + ([("recorded_at_us", "max")] if name == NOTES else [])
-            for row in rows.group_by("scope").aggregate(aggregations).to_pylist():
-                entry = found.setdefault(row["scope"], {"notes": 0, "events": 0, "latest_note_at": None})
+            rows = self._scan(table, ["scope", "recorded_at_us"])
+            grouped = rows.group_by("scope").aggregate([("scope", "count"), ("recorded_at_us", "max")])
+            for row in grouped.to_pylist():
+                entry = found.setdefault(
+                    row["scope"], {"notes": 0, "events": 0, "latest_note_at": None, "latest_change_us": None}
+                )
                 entry[name] = row["scope_count"]
+                latest = row["recorded_at_us_max"]
                 if name == NOTES:
-                    entry["latest_note_at"] = _from_us(row["recorded_at_us_max"])
+                    entry["latest_note_at"] = _from_us(latest)
+                entry["latest_change_us"] = max(latest, entry["latest_change_us"] or latest)
+        for entry in found.values():
+            entry["latest_change_at"] = _from_us(entry.pop("latest_change_us"))
         return found
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from corrigenda.store import CorrigendaError, Draft, Memory, NotFound
-from corrigenda.store.views import Changes, NoteHistory, NoteList, NoteView, RecallResult, ScopeCount
+from corrigenda.store.views import Changes, NoteHistory, NoteList, NoteView, RecallResult, ScopeList
 from pydantic_core import PydanticCustomError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -94,25 +94,29 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         except CorrigendaError as exc:
             raise Refused(str(exc)) from exc
 
-    async def here(request: Request, scope: str | None = None) -> h.Here:
-        """Where the request is: its scope (else the landing scope), `as_of`, the query, the prefix."""
+    async def here(request: Request) -> h.Here:
+        """Where the request is: its scope (else the landing scope), `as_of`, the query, the prefix, and
+        the most recently changed scopes."""
         try:
             as_of = iso_8601(request.query_params.get("as_of") or None)
         except PydanticCustomError as exc:
             raise Refused(f"as_of: {exc}") from exc
-        scopes = await store(memory.scopes)
-        chosen = scope or request.query_params.get("scope") or landing(scopes)
-        done = DONE.get(request.query_params.get("done", ""))
+        named = request.query_params.get("scope") or None
+        listed = await store(lambda: memory.scope_page(0, LANDING_SCOPES, default_scope=named or default_scope))
+        chosen = named or landing(listed)
+        if chosen != (named or default_scope):  # it opens on the most recently changed scope: its counts
+            listed = listed.model_copy(update={"default_counts": listed.scopes[0]})
         return h.Here(
             base=request.scope.get("root_path", "").rstrip("/"), scope=chosen, as_of=as_of,
-            q=request.query_params.get("q", "").strip(), csrf=csrf, notice=done, scopes=scopes,
+            q=request.query_params.get("q", "").strip(), csrf=csrf, notice=DONE.get(request.query_params.get("done", "")),
+            scopes=listed,
         )  # fmt: skip
 
-    def landing(scopes: list[ScopeCount]) -> str:
-        """The project's scope if it holds notes, else the most recently changed, else the project's."""
-        if not scopes or any(c.scope == default_scope for c in scopes):
+    def landing(listed: ScopeList) -> str:
+        """The project's scope if it holds anything, else the most recently changed, else the project's."""
+        if listed.default_counts is not None or not listed.scopes:
             return default_scope
-        return max(scopes, key=lambda c: (h.latest(c) or datetime.min.replace(tzinfo=UTC), c.scope)).scope
+        return listed.scopes[0].scope
 
     def page(where: h.Here, title: str, body: str, status: int = 200) -> HTMLResponse:
         return HTMLResponse(h.document(where, title, body, memory.tables.uri), status_code=status)
@@ -121,18 +125,19 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         where = await here(request)
         if where.q:
             return await search(where)
-        if not where.scopes:
+        listed = where.scopes
+        assert listed is not None  # `here` lists them
+        if listed.total == 0:
             body = (
                 "<p>This memory holds nothing yet. Agents add to it with the <code>remember</code> tool; "
                 'you can with <code>corrigenda remember "…"</code>. What they store shows here.</p>'
             )
             return page(where, "An empty memory", body)
-        busiest = sorted(where.scopes, key=lambda c: h.latest(c) or datetime.min.replace(tzinfo=UTC), reverse=True)
         others = (
-            f"<h2>Scopes, latest change first</h2>{h.scope_table(where, busiest[:LANDING_SCOPES])}"
-            f'<p><a href="{where.url("/scopes")}">All scopes ({len(where.scopes)})</a></p>'
+            f"<h2>Scopes, latest change first</h2>{h.scope_table(where, listed.scopes)}"
+            f'<p><a href="{where.url("/scopes")}">All scopes ({listed.total})</a></p>'
         )
-        if where.scope not in {c.scope for c in where.scopes}:
+        if listed.default_counts is None:
             body = f"<p>Scope <b>{h.e(where.scope)}</b> holds nothing yet.</p>" + others
             return page(where, f"Scope {where.scope}", body)
         current: NoteList = await store(
@@ -170,20 +175,17 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         where = await here(request)
         offset = whole(request, "offset")
         contains = request.query_params.get("contains", "").strip()
-        wanted = [c for c in where.scopes if contains.casefold() in c.scope.casefold()]
-        wanted.sort(key=lambda c: h.latest(c) or datetime.min.replace(tzinfo=UTC), reverse=True)
-        shown = wanted[offset : offset + SCOPES_PAGE]
-        nxt = offset + len(shown)
-        more = (f'<p><a href="{where.url("/scopes", contains=contains, offset=nxt)}">next {SCOPES_PAGE}</a></p>'
-                if nxt < len(wanted) else "")  # fmt: skip
+        r: ScopeList = await store(lambda: memory.scope_page(offset, SCOPES_PAGE, contains or None))
+        more = (f'<p><a href="{where.url("/scopes", contains=contains, offset=r.next_offset)}">next {SCOPES_PAGE}</a></p>'
+                if r.next_offset is not None else "")  # fmt: skip
         form = (
             f'<form method="get" action="{where.url("/scopes")}"><label>name contains '
             f'<input name="contains" value="{h.e(contains)}"></label> <button>Find</button></form>'
         )
+        shown = f"{offset + 1}–{offset + len(r.scopes)}" if r.scopes else "none"
         body = (
-            form + f"<p>Scopes {offset + 1 if shown else 0}–{nxt} of {len(wanted)}, latest change first.</p>"
-            + h.scope_table(where, shown) + more
-        )  # fmt: skip
+            form + f"<p>Scopes {shown} of {r.total}, latest change first.</p>" + h.scope_table(where, r.scopes) + more
+        )
         return page(where, "Scopes", body)
 
     async def chain(request: Request) -> Response:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from corrigenda.store.model import PERSON
-from corrigenda.store.views import Chain, EventView, HistoryEntry, NoteView, ScopeCount
+from corrigenda.store.views import Chain, EventView, HistoryEntry, NoteView, ScopeCount, ScopeList
 
 TITLE_WORDS = 8  # a chain without a subject is titled by its head's first words
 
@@ -63,7 +63,7 @@ class Here:
     q: str
     csrf: str
     notice: str | None = None
-    scopes: list[ScopeCount] = field(default_factory=list)
+    scopes: ScopeList | None = None
 
     def url(self, path: str, **params: object) -> str:
         query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
@@ -111,17 +111,13 @@ def document(here: Here, title: str, body: str, store: str) -> str:
 def scope_table(here: Here, scopes: Sequence[ScopeCount]) -> str:
     rows = "".join(
         f'<tr><td><a href="{here.url("/", scope=c.scope)}">{e(c.scope)}</a></td><td>{c.notes}</td>'
-        f"<td>{c.events}</td><td>{when(latest(c)) if latest(c) else ''}</td></tr>"
+        f"<td>{c.events}</td><td>{when(c.latest_change_at)}</td></tr>"
         for c in scopes
     )
     return (
         '<table class="scopes"><thead><tr><th>scope</th><th>notes</th><th>events</th><th>latest change</th></tr>'
         f"</thead><tbody>{rows}</tbody></table>"
     )
-
-
-def latest(c: ScopeCount) -> datetime | None:
-    return getattr(c, "latest_change_at", None) or c.latest_note_at
 
 
 def badges(n: NoteView) -> str:

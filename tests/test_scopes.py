@@ -15,6 +15,7 @@ from corrigenda.server import render
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 from corrigenda.server.roots import scope_from_root
+from corrigenda.server.ui import build_ui
 from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder
 from corrigenda.store.browse import PAGE_MAX
 from corrigenda.store.ids import new_note_id
@@ -23,6 +24,7 @@ from mcp import Client
 from mcp.client._memory import InMemoryTransport
 from mcp.shared.message import SessionMessage
 from mcp_types import ListRootsResult, Root
+from starlette.testclient import TestClient
 
 from .conftest import call, call_error
 from .test_cli import run
@@ -305,3 +307,12 @@ async def test_a_store_of_ten_thousand_scopes_answers_scopes_in_under_100_kb(
     assert listed["total"] == 10_000 and len(listed["scopes"]) == 100
     found = json.loads(run("scopes", "--db", db, "--contains", "P0999", "--json").stdout)
     assert sorted(s["scope"] for s in found["scopes"]) == [f"p0999{i}" for i in range(10)]
+
+    # the web view: its landing page, the pages of /scopes and a name search
+    app = build_ui(memory, "default", Settings(db=db))
+    with TestClient(app, base_url="http://127.0.0.1:8766") as browser:
+        for path in ("/", "/scopes", "/scopes?offset=9900", "/scopes?contains=p0999"):
+            answer = browser.get(path)
+            assert answer.status_code == 200 and len(answer.content) < 100_000, (path, len(answer.content))
+        assert "Scopes 9901–10000 of 10000" in browser.get("/scopes?offset=9900").text
+        assert browser.get("/scopes?contains=p0999").text.count('<tr><td><a href="/?scope=p0999') == 10

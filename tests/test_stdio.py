@@ -23,9 +23,9 @@ ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": os.environ["P
 class RawSession:
     """A server process spoken to line by line, as a client's stdio transport does."""
 
-    def __init__(self, db: str) -> None:
+    def __init__(self, db: str, *arguments: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [CORRIGENDA, "serve", "--db", db], env=ENV,
+            [CORRIGENDA, "serve", "--db", db, *arguments], env=env or ENV,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
 
@@ -60,18 +60,21 @@ class RawSession:
                 self.proc.kill()
         return self.proc.stderr.read().decode()
 
-
-@pytest.fixture
-def session(db: str) -> Iterator[RawSession]:
-    raw = RawSession(db)
-    try:
-        hello = raw.request(
+    def initialize(self) -> None:
+        hello = self.request(
             1,
             "initialize",
             {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
         )
         assert hello["result"]["serverInfo"]["name"] == "corrigenda"
-        raw.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+
+@pytest.fixture
+def session(db: str) -> Iterator[RawSession]:
+    raw = RawSession(db)
+    try:
+        raw.initialize()
         yield raw
     finally:
         raw.close()

@@ -43,12 +43,14 @@ class RawSession:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def request(self, id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def request(
+        self, id: int, method: str, params: dict[str, Any] | None = None, timeout: float = 20
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
         if params is not None:
             message["params"] = params
         self.send(json.dumps(message))
-        return self.receive()
+        return self.receive(timeout)
 
     def close(self) -> str:
         assert self.proc.stdin is not None and self.proc.stderr is not None

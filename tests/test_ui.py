@@ -227,6 +227,9 @@ def sockets_of(pid: int) -> set[int]:
     return inodes
 
 
+MODEL_LOADS = 300.0  # seconds a first tool call may wait for the model on a busy machine
+
+
 def stdio_env(**variables: str) -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", **variables}
 
@@ -237,7 +240,10 @@ def test_a_stdio_server_serves_the_web_view_from_its_own_process(db: str) -> Non
     try:
         session.initialize()
         remembered = session.request(
-            2, "tools/call", {"name": "remember", "arguments": {"text": "The payments service listens on port 9090"}}
+            2,
+            "tools/call",
+            {"name": "remember", "arguments": {"text": "The payments service listens on port 9090"}},
+            MODEL_LOADS,
         )
         note = remembered["result"]["structuredContent"]["note"]
         for _ in range(600):  # until the web view's thread listens
@@ -268,7 +274,10 @@ def test_a_port_in_use_leaves_the_stdio_server_serving_without_its_web_view(db: 
         try:
             session.initialize()
             remembered = session.request(
-                2, "tools/call", {"name": "remember", "arguments": {"text": "The backup runs at 02:30 UTC"}}
+                2,
+                "tools/call",
+                {"name": "remember", "arguments": {"text": "The backup runs at 02:30 UTC"}},
+                MODEL_LOADS,
             )
             assert "note" in remembered["result"]["structuredContent"], remembered
             recalled = session.request(

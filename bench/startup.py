@@ -106,10 +106,10 @@ def seed(db: str) -> None:
 class StdioServer:
     """A server process spoken to in raw JSON-RPC lines; every stdout line is stamped on arrival."""
 
-    def __init__(self, db: str, stderr: IO[bytes]) -> None:
+    def __init__(self, db: str, stderr: IO[bytes], arguments: Sequence[str] = ()) -> None:
         self.spawned_at = time.perf_counter()
         self.proc = subprocess.Popen(
-            [CORRIGENDA, "serve", "--db", db],
+            [CORRIGENDA, "serve", "--db", db, *arguments],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=SERVER_ENV,
         )  # fmt: skip
         self._lines: queue.Queue[tuple[float, bytes | None]] = queue.Queue()

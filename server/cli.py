@@ -66,15 +66,22 @@ def _parser() -> argparse.ArgumentParser:
         "accept instead of the defaults (the loopback names and --host, with the port).",
     )
     serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT (default stdio)")
-    serve.add_argument("--host", help="http only; env CORRIGENDA_HOST (default 127.0.0.1)")
+    serve.add_argument("--host", help="http, and the web view of stdio --ui; env CORRIGENDA_HOST (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="http only; env CORRIGENDA_PORT (default 8765)")
     serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     serve.add_argument(
         "--ui",
         action="store_true",
-        help="also run the read-only web view on --ui-port (which asks for CORRIGENDA_TOKEN too, if set)",
+        default=None,  # unset: CORRIGENDA_UI decides
+        help="also serve the web view from this process and its memory: with --transport http under "
+        "/ui on --port; on stdio on --ui-port. It asks for CORRIGENDA_TOKEN too, if set. env CORRIGENDA_UI=1",
     )
-    serve.add_argument("--ui-port", type=int, help="env CORRIGENDA_UI_PORT (default 8766)")
+    serve.add_argument(
+        "--ui-port",
+        type=int,
+        help="stdio --ui only (with --transport http the web view is under /ui on --port); env "
+        "CORRIGENDA_UI_PORT (default 8766)",
+    )
 
     recall = commands.add_parser("recall", parents=[common], help="print what recall_chains returns for a query")
     recall.add_argument("query")
@@ -426,26 +433,39 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     from corrigenda.store import CorrigendaError
     from corrigenda.store.tables import Tables
 
-    from .app import build_server
-    from .http import RefusedToListen, serve_http
+    from .app import build_memory, build_server
+    from .http import RefusedToListen, netloc, refuse_exposure_without_token, serve_http
     from .stdio import serve_stdio
 
+    if settings.transport == "http" and args.ui_port is not None:
+        return _fail("--ui-port: with --transport http the web view is served under /ui on --port, beside the MCP "
+                     "endpoint; --ui-port is for the web view of a stdio server")  # fmt: skip
     notices = [f"no store at {settings.db} yet; the first write makes it"] if new_store else []
-    server = build_server(settings)
+    # One Memory for the process: the MCP server's lifespan takes this one, and the web view reads it.
+    memory = build_memory(settings)
+    server = build_server(settings, lambda _: memory)
     if settings.transport == "http":
         try:
             if Location(settings.db).is_remote:  # a bucket that cannot be opened stops an HTTP server before it listens
                 Tables(settings.db, settings.storage_options).count()
-            if args.ui:
-                from .app import build_memory
-                from .ui import serve_ui_beside
+            routes = []
+            if settings.ui:
+                from .ui import PREFIX, announcement, mounted_ui
 
-                beside = build_memory(settings)
-                serve_ui_beside(beside, _resolve_scope(settings, beside), settings)
-            serve_http(server, settings, notices)
+                routes.append(mounted_ui(memory, _resolve_scope(settings, memory), settings))
+                notices.append(announcement(f"http://{netloc(settings.host, settings.port)}{PREFIX}/", settings))
+            serve_http(server, settings, notices, routes)
         except (RefusedToListen, CorrigendaError) as exc:
             return _fail(str(exc))
     else:
+        if settings.ui:
+            from .ui import serve_ui_beside
+
+            try:
+                refuse_exposure_without_token(settings, netloc(settings.host, settings.ui_port), "the web view")
+            except RefusedToListen as exc:
+                return _fail(str(exc))
+            serve_ui_beside(memory, lambda: _resolve_scope(settings, memory), settings)
         for notice in notices:
             sys.stderr.write(f"corrigenda: {notice}\n")
         if sys.stdin.isatty():  # a person ran it in a terminal: say why it looks idle

@@ -86,7 +86,14 @@ class Settings(BaseSettings):
     transport: Literal["stdio", "http"] = "stdio"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
-    ui_port: int = Field(8766, ge=1, le=65535, description="Port of the read-only web view (`corrigenda ui`).")
+    ui_port: int = Field(
+        8766, ge=1, le=65535, description="Port of the web view (`corrigenda ui`, and `serve --ui` on stdio)."
+    )
+    ui: bool = Field(
+        False,
+        description="`serve` also serves the web view from its own process and memory: under /ui on "
+        "the HTTP port, or on ui_port beside a stdio server.",
+    )
     # From the environment only, never a flag: a flag's value shows in `ps` to every local user.
     token: SecretStr | None = Field(
         None, description="Bearer token every HTTP request must carry; required off loopback."

@@ -11,8 +11,8 @@ limit of 1,024 and stopped all service. So here:
   that has waited longest for a head is closed to make room (one whose request is under way never
   is), else the new one is closed. Flooding the port thus delays nobody who sends a request at once;
 - at start the soft open-file limit is raised to the hard one, and the cap kept below it.
-One `Admission` serves every HTTP server of a process (the MCP endpoint and the web view beside it
-run on separate threads and loops), since they share one open-file limit.
+One `Admission` serves every HTTP server of a process (a stdio server's web view runs on a thread
+and loop of its own), since they share one open-file limit.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 from .config import MIN_TOKEN_LENGTH, Settings
 from .connections import bounded_server
@@ -110,9 +111,11 @@ def refuse_exposure_without_token(settings: Settings, where: str, what: str = ""
         )
 
 
-def serve_http(server: MCPServer[Any], settings: Settings, notices: Sequence[str] = ()) -> None:
+def serve_http(
+    server: MCPServer[Any], settings: Settings, notices: Sequence[str] = (), routes: Sequence[BaseRoute] = ()
+) -> None:
     """Listen until stopped; `server` must have been built with `auth(settings)`. `notices`: lines for
-    stderr after the one saying where it listens."""
+    stderr after the one saying where it listens; `routes`: served beside the MCP endpoint (mcp_app)."""
     where = netloc(settings.host, settings.port)
     refuse_exposure_without_token(settings, where)
     check_port(settings.host, settings.port, "--port (CORRIGENDA_PORT)")
@@ -130,11 +133,15 @@ def serve_http(server: MCPServer[Any], settings: Settings, notices: Sequence[str
     for notice in notices:
         sys.stderr.write(f"corrigenda: {notice}\n")
     sys.stderr.flush()
-    bounded_server(mcp_app(server, settings), settings.host, settings.port, settings.log_level).run()
+    bounded_server(mcp_app(server, settings, routes), settings.host, settings.port, settings.log_level).run()
 
 
-def mcp_app(server: MCPServer[Any], settings: Settings) -> Starlette:
-    """The MCP endpoint at PATH, with the Host and Origin checks (and the token, if `server` has one)."""
-    return server.streamable_http_app(
+def mcp_app(server: MCPServer[Any], settings: Settings, routes: Sequence[BaseRoute] = ()) -> Starlette:
+    """The MCP endpoint at PATH, with the Host and Origin checks (and the token, if `server` has one);
+    `routes` beside it, after it. The SDK's bearer check guards PATH alone: each of `routes` must
+    carry its own checks (the web view's Mount has its Gate, ui_gate.py)."""
+    app = server.streamable_http_app(
         streamable_http_path=PATH, transport_security=transport_security(settings), host=settings.host
     )
+    app.router.routes.extend(routes)
+    return app

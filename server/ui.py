@@ -1,4 +1,6 @@
-"""The web view: a person looks through their memory and fixes it by hand.
+"""The web view: a person looks through their memory and fixes it by hand. It runs as `corrigenda ui`,
+or inside a running server over its one Memory (`serve --ui`: under /ui on the HTTP port, or beside a
+stdio server on its own port).
 
 Server-rendered pages (no build step, no CDN, no script: the stylesheet and icon are served from
 `ui_static/`), answering 200 unless the request itself is wrong:
@@ -45,7 +47,7 @@ from . import ui_html as h
 from .app import iso_8601
 from .config import Settings
 from .connections import bounded_server
-from .http import check_port, netloc, refuse_exposure_without_token, transport_security
+from .http import RefusedToListen, check_port, netloc, refuse_exposure_without_token, transport_security
 from .ui_gate import Gate
 
 STATIC = Path(__file__).with_name("ui_static")
@@ -445,30 +447,59 @@ class Headers:
         await self.app(scope, receive, with_headers)
 
 
-def serve_ui(memory: Memory, default_scope: str, settings: Settings, flag: str = "--port") -> None:
-    """Listen on `settings.host` and `settings.ui_port` until stopped; off loopback only with a token
-    (else RefusedToListen)."""
-    where = netloc(settings.host, settings.ui_port)
-    refuse_exposure_without_token(settings, where, "the web view")
-    check_port(settings.host, settings.ui_port, f"{flag} (CORRIGENDA_UI_PORT)")
+PREFIX = "/ui"  # where `serve --transport http --ui` mounts the web view, beside the MCP endpoint
+
+
+def announcement(base: str, settings: Settings) -> str:
+    """The stderr line saying where the web view answers (`base`, ending in a slash) and how to get in."""
     if settings.token is None:
         access = "no token (loopback only)"
     else:
         access = (
-            f"token required: open http://{where}/?token=<CORRIGENDA_TOKEN> once in the browser (it keeps a "
-            "session cookie), or send Authorization: Bearer"
+            f"token required: open {base}?token=<CORRIGENDA_TOKEN> once in the browser (it keeps a session "
+            "cookie), or send Authorization: Bearer"
         )
-    sys.stderr.write(f"corrigenda: web view on http://{where}/; {access}\n")
+    return f"web view on {base}; {access}"
+
+
+def mounted_ui(memory: Memory, default_scope: str, settings: Settings) -> Mount:
+    """The web view under PREFIX on the MCP endpoint's port (`serve --transport http --ui`), over the
+    server's own `memory`. Its Gate checks Host and Origin against that port and asks for the token
+    itself; the MCP endpoint's bearer check is untouched (http.mcp_app)."""
+    on_the_mcp_port = settings.model_copy(update={"ui_port": settings.port})
+    return Mount(PREFIX, app=build_ui(memory, default_scope, on_the_mcp_port))
+
+
+def serve_ui(memory: Memory, default_scope: str, settings: Settings, flag: str = "--port") -> None:
+    """Listen on `settings.host` and `settings.ui_port` until stopped; off loopback only with a token
+    (else RefusedToListen), and not on a port in use (RefusedToListen naming `flag`)."""
+    where = netloc(settings.host, settings.ui_port)
+    refuse_exposure_without_token(settings, where, "the web view")
+    check_port(settings.host, settings.ui_port, f"{flag} (CORRIGENDA_UI_PORT)")
+    sys.stderr.write(f"corrigenda: {announcement(f'http://{where}/', settings)}\n")
     sys.stderr.flush()
     bounded_server(build_ui(memory, default_scope, settings), settings.host, settings.ui_port).run()
 
 
-def serve_ui_beside(memory: Memory, default_scope: str, settings: Settings) -> threading.Thread:
-    """The web view in a background thread, beside `serve --transport http`."""
-    refuse_exposure_without_token(settings, netloc(settings.host, settings.ui_port), "the web view")
-    check_port(settings.host, settings.ui_port, "--ui-port (CORRIGENDA_UI_PORT)")
-    thread = threading.Thread(
-        target=serve_ui, args=(memory, default_scope, settings, "--ui-port"), name="corrigenda-ui", daemon=True
-    )
+def serve_ui_beside(memory: Memory, default_scope: Callable[[], str], settings: Settings) -> threading.Thread:
+    """The web view on `settings.ui_port`, in a background thread of a stdio server's process, over
+    that server's `memory`; `default_scope` is asked on that thread. The caller refuses exposure
+    without a token before the server starts (refuse_exposure_without_token). Whatever stops the web
+    view here (a port in use above all) ends this thread with one line on stderr: the MCP server,
+    which a client launched and relies on, keeps serving."""
+
+    def run() -> None:
+        try:
+            serve_ui(memory, default_scope(), settings, "--ui-port")
+        except RefusedToListen as exc:
+            sys.stderr.write(f"corrigenda: no web view: {exc}; the MCP server runs on\n")
+        except SystemExit:  # uvicorn's answer to a bind that failed after the check (a race for the port)
+            where = netloc(settings.host, settings.ui_port)
+            sys.stderr.write(f"corrigenda: no web view: cannot listen on {where}; the MCP server runs on\n")
+        except Exception as exc:
+            sys.stderr.write(f"corrigenda: no web view: {type(exc).__name__}: {exc}; the MCP server runs on\n")
+        sys.stderr.flush()
+
+    thread = threading.Thread(target=run, name="corrigenda-ui", daemon=True)
     thread.start()
     return thread

@@ -27,7 +27,7 @@ ASK_FOR_THE_TOKEN = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Token required · corrigenda</title></head>
 <body><h1>This web view needs the server's token</h1>
 <p>Open this address once with <code>?token=</code> and the value of <code>CORRIGENDA_TOKEN</code> added
-(for example <code>/?token=…</code>): the browser then keeps a cookie for this session. A program can send
+(for example <code>…/ui/?token=…</code> under <code>serve --transport http --ui</code>, <code>…/?token=…</code> otherwise): the browser then keeps a cookie for this session. A program can send
 <code>Authorization: Bearer</code> and the token instead.</p></body></html>"""
 
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, suppress
 
@@ -19,7 +20,8 @@ from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 from corrigenda.server.connections import Admission, bounded_server
 from corrigenda.server.http import is_loopback, mcp_app, transport_security
-from corrigenda.store import Memory
+from corrigenda.server.ui import mounted_ui
+from corrigenda.store import Draft, Memory
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -220,6 +222,39 @@ async def test_half_sent_requests_are_closed_and_crowd_out_no_authorised_client(
     finally:
         for probe in half_sent:
             probe.close()
+        web.should_exit = True
+        thread.join(timeout=60)
+
+
+def test_the_web_view_under_ui_keeps_its_own_gate_and_leaves_the_mcp_endpoint_to_the_bearer(
+    db: str, memory: Memory
+) -> None:
+    memory.remember(Draft(text="The payments service listens on port 9090"), scope="ops")
+    settings = Settings(db=db, transport="http", token=TOKEN, port=_free_port())
+    app = mcp_app(build_server(settings, lambda _: memory), settings, [mounted_ui(memory, "ops", settings)])
+    web = bounded_server(app, "127.0.0.1", settings.port)
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        while not web.started:
+            assert thread.is_alive(), "the server stopped before it listened"
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{settings.port}"
+        with httpx2.Client(base_url=url, trust_env=False, timeout=30) as browser:
+            assert browser.get("/ui/").status_code == 401
+            assert browser.get("/ui/static/ui.css").status_code == 401
+            assert browser.get("/ui/", headers={"Host": "evil.example"}).status_code == 421
+            opened = browser.get(f"/ui/?scope=ops&token={TOKEN}")  # sets the web view's session cookie
+            assert opened.status_code == 303 and opened.headers["location"] == "/ui/?scope=ops"
+            assert browser.get("/ui/").status_code == 200 and "<h1>Scope ops</h1>" in browser.get("/ui/").text
+            assert "port 9090" in browser.get("/ui/notes?scope=ops").text  # the server's own memory
+            assert browser.get("/ui/static/ui.css").status_code == 200
+            assert browser.get("/ui/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+            # the cookie (or a token in the query) opens the web view, never the endpoint that writes
+            assert browser.post(f"/mcp?token={TOKEN}", json=INITIALIZE).status_code == 401
+        assert post(f"{url}/mcp", {}).status_code == 401
+        assert post(f"{url}/mcp", {"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    finally:
         web.should_exit = True
         thread.join(timeout=60)
 

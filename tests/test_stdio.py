@@ -23,9 +23,9 @@ ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": os.environ["P
 class RawSession:
     """A server process spoken to line by line, as a client's stdio transport does."""
 
-    def __init__(self, db: str) -> None:
+    def __init__(self, db: str, *arguments: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [CORRIGENDA, "serve", "--db", db], env=ENV,
+            [CORRIGENDA, "serve", "--db", db, *arguments], env=env or ENV,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
 
@@ -43,12 +43,14 @@ class RawSession:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def request(self, id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def request(
+        self, id: int, method: str, params: dict[str, Any] | None = None, timeout: float = 20
+    ) -> dict[str, Any]:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
         if params is not None:
             message["params"] = params
         self.send(json.dumps(message))
-        return self.receive()
+        return self.receive(timeout)
 
     def close(self) -> str:
         assert self.proc.stdin is not None and self.proc.stderr is not None
@@ -60,18 +62,21 @@ class RawSession:
                 self.proc.kill()
         return self.proc.stderr.read().decode()
 
-
-@pytest.fixture
-def session(db: str) -> Iterator[RawSession]:
-    raw = RawSession(db)
-    try:
-        hello = raw.request(
+    def initialize(self) -> None:
+        hello = self.request(
             1,
             "initialize",
             {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
         )
         assert hello["result"]["serverInfo"]["name"] == "corrigenda"
-        raw.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+
+@pytest.fixture
+def session(db: str) -> Iterator[RawSession]:
+    raw = RawSession(db)
+    try:
+        raw.initialize()
         yield raw
     finally:
         raw.close()

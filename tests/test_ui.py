@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 import anyio
 import httpx2
@@ -25,6 +27,7 @@ from mcp import Client
 
 from .conftest import call
 from .test_cli import CORRIGENDA, run
+from .test_stdio import RawSession
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -61,14 +64,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def start(
-    arguments: list[str], ui_port: int, host: str = "127.0.0.1", env: dict[str, str] | None = None
+    arguments: list[str], ui_port: int, host: str = "127.0.0.1", env: dict[str, str] | None = None, prefix: str = ""
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`corrigenda ARGUMENTS` until the web view on `ui_port` answers (any status: it may ask for a token)."""
+    """`corrigenda ARGUMENTS` until the web view on `ui_port`, under `prefix`, answers (any status: it may ask
+    for a token). Its stdin stays open, so a stdio server keeps serving."""
     process = subprocess.Popen(
         [CORRIGENDA, *arguments], env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    base = f"http://[{host}]:{ui_port}" if ":" in host else f"http://{host}:{ui_port}"
+    base = (f"http://[{host}]:{ui_port}" if ":" in host else f"http://{host}:{ui_port}") + prefix
     try:
         for _ in range(600):  # until it answers (it imports LanceDB first)
             try:
@@ -223,27 +227,124 @@ def test_the_ui_checks_the_host_and_without_a_token_listens_on_loopback_only(
     assert exposed.returncode == 2 and "without a token" in exposed.stderr and "CORRIGENDA_TOKEN" in exposed.stderr
 
 
-def test_the_web_view_runs_beside_the_http_server(db: str, memory: Memory) -> None:
+def test_the_http_server_serves_the_web_view_under_ui_on_its_own_port(db: str, memory: Memory) -> None:
     seed(memory)
-    mcp_port, ui_port = free_port(), free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    command = [CORRIGENDA, "serve", "--transport", "http", "--port", str(mcp_port), "--ui", "--ui-port", str(ui_port)]
-    process = subprocess.Popen([*command, "--db", db], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    port = free_port()
+    serve = ["serve", "--transport", "http", "--port", str(port), "--ui", "--scope", "ops", "--db", db]
+    for _ in start(serve, port, prefix="/ui"):
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=30) as http:
+            opened = http.get("/ui/")
+            assert opened.status_code == 200 and "<h1>Scope ops</h1>" in opened.text
+            assert (
+                'href="/ui/static/ui.css"' in opened.text and 'href="/ui/chain/' in opened.text
+            )  # links keep the prefix
+            style = http.get("/ui/static/ui.css")
+            assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
+            history = http.get("/ui/notes?scope=ops&state=history")
+            assert "The payments service listens on port 8080" in history.text and "9090" not in history.text
+            mcp = http.post("/mcp", json=INITIALIZE, headers={"Accept": "application/json, text/event-stream"})
+            assert mcp.status_code == 200, mcp.text  # the MCP endpoint answers on the same port
+            assert http.get("/notes?scope=ops").status_code == 404  # the web view is under /ui only
+
+    refused = run("serve", "--transport", "http", "--ui", "--ui-port", str(free_port()), "--db", db)
+    assert refused.returncode == 2 and "--ui-port: with --transport http the web view is served under /ui" in (
+        refused.stderr
+    )
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}},
+}  # fmt: skip
+
+
+def listener(port: int) -> int:
+    """The inode of the socket listening on 127.0.0.1:`port` (Linux's /proc/net/tcp: the browser tier runs on
+    Debian)."""
+    with open("/proc/net/tcp") as table:
+        for row in table.readlines()[1:]:
+            local, state, inode = row.split()[1], row.split()[3], row.split()[9]
+            if local == f"0100007F:{port:04X}" and state == "0A":  # 0A: LISTEN
+                return int(inode)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def sockets_of(pid: int) -> set[int]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+MODEL_LOADS = 300.0  # seconds a first tool call may wait for the model on a busy machine
+
+
+def stdio_env(**variables: str) -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", **variables}
+
+
+def test_a_stdio_server_serves_the_web_view_from_its_own_process(db: str) -> None:
+    port = free_port()
+    session = RawSession(db, "--scope", "ops", env=stdio_env(CORRIGENDA_UI="1", CORRIGENDA_UI_PORT=str(port)))
     try:
-        for _ in range(600):
+        session.initialize()
+        remembered = session.request(
+            2,
+            "tools/call",
+            {"name": "remember", "arguments": {"text": "The payments service listens on port 9090"}},
+            MODEL_LOADS,
+        )
+        note = remembered["result"]["structuredContent"]["note"]
+        for _ in range(600):  # until the web view's thread listens
             try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{ui_port}/notes?scope=ops&state=history", timeout=30
-                ) as r:
-                    page = r.read().decode()
+                page = httpx2.get(f"http://127.0.0.1:{port}/notes?scope=ops", trust_env=False, timeout=30)
                 break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or busy starting
-                assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
+            except httpx2.TransportError:
+                assert session.proc.poll() is None
                 time.sleep(0.2)
-        assert "The payments service listens on port 8080" in page and "9090" not in page
+        assert page.status_code == 200 and note["id"] in page.text and "port 9090" in page.text
+        assert httpx2.get(f"http://127.0.0.1:{port}/", trust_env=False, timeout=30).status_code == 200
+        assert listener(port) in sockets_of(session.proc.pid)  # the stdio server's own process answers
+        with open(f"/proc/{session.proc.pid}/task/{session.proc.pid}/children") as children:
+            assert children.read().strip() == ""  # and it started no other
+        tools = session.request(3, "tools/list")
+        assert "remember" in {t["name"] for t in tools["result"]["tools"]}
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stderr = session.close()
+    assert f"web view on http://127.0.0.1:{port}/" in stderr
+
+
+def test_a_port_in_use_leaves_the_stdio_server_serving_without_its_web_view(db: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        session = RawSession(db, "--ui", "--ui-port", str(port), "--scope", "ops", env=stdio_env())
+        try:
+            session.initialize()
+            remembered = session.request(
+                2,
+                "tools/call",
+                {"name": "remember", "arguments": {"text": "The backup runs at 02:30 UTC"}},
+                MODEL_LOADS,
+            )
+            assert "note" in remembered["result"]["structuredContent"], remembered
+            recalled = session.request(
+                3, "tools/call", {"name": "recall_chains", "arguments": {"query": "when does the backup run?"}}
+            )
+            assert recalled["result"]["structuredContent"]["chains"], recalled
+        finally:
+            stderr = session.close()
+    line = f"corrigenda: no web view: cannot listen on 127.0.0.1:{port}"
+    assert stderr.count(line) == 1 and "--ui-port (CORRIGENDA_UI_PORT)" in stderr and "MCP server runs on" in stderr
+
+
+def test_a_stdio_servers_web_view_off_loopback_needs_a_token(db: str) -> None:
+    exposed = run("serve", "--ui", "--host", "0.0.0.0", "--db", db)
+    assert exposed.returncode == 2 and "the web view" in exposed.stderr and "CORRIGENDA_TOKEN" in exposed.stderr
 
 
 TOKEN = "s3cret-token-for-tests-0123456789"
@@ -251,22 +352,26 @@ NOTES = "/notes?scope=ops&state=all"
 
 
 def ui_with_token(db: str, how: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """The web view with CORRIGENDA_TOKEN set: `corrigenda ui` alone, off loopback, or beside the HTTP server."""
+    """The web view with CORRIGENDA_TOKEN set: `corrigenda ui` alone, off loopback, under /ui on the HTTP
+    server's port, or beside a stdio server."""
     port = free_port()
     env = {"CORRIGENDA_TOKEN": TOKEN}
     if how == "alone":
         yield from start(["ui", "--db", db, "--scope", "ops", "--port", str(port)], port, env=env)
     elif how == "off loopback":
         yield from start(["ui", "--db", db, "--scope", "ops", "--host", "0.0.0.0", "--port", str(port)], port, env=env)
+    elif how == "under /ui on the http server":
+        serve = ["serve", "--transport", "http", "--port", str(port), "--ui"]
+        yield from start([*serve, "--scope", "ops", "--db", db], port, env=env, prefix="/ui")
     else:
-        serve = ["serve", "--transport", "http", "--port", str(free_port()), "--ui", "--ui-port", str(port)]
-        yield from start([*serve, "--scope", "ops", "--db", db], port, env=env)
+        yield from start(["serve", "--ui", "--ui-port", str(port), "--scope", "ops", "--db", db], port, env=env)
 
 
-@pytest.mark.parametrize("how", ["alone", "off loopback", "beside the http server"])
+@pytest.mark.parametrize("how", ["alone", "off loopback", "under /ui on the http server", "beside the stdio server"])
 def test_with_a_token_set_the_web_view_asks_for_it(db: str, memory: Memory, how: str) -> None:
     seed(memory)
     for base, process in ui_with_token(db, how):
+        prefix = urlsplit(base).path
         with httpx2.Client(base_url=base, trust_env=False, timeout=30) as browser:
             for refused in (
                 browser.get(NOTES),
@@ -285,16 +390,16 @@ def test_with_a_token_set_the_web_view_asks_for_it(db: str, memory: Memory, how:
 
             # a person opens the address with ?token= once: a cookie, and the same page without the token
             opened = browser.get(NOTES + f"&token={TOKEN}")
-            assert opened.status_code == 303 and opened.headers["location"] == NOTES
+            assert opened.status_code == 303 and opened.headers["location"] == prefix + NOTES
             cookie = opened.headers["set-cookie"].lower()
             assert "httponly" in cookie and "samesite=strict" in cookie and TOKEN.lower() not in cookie
-            after = browser.get(opened.headers["location"])  # the client keeps the cookie, as a browser does
+            # the client keeps the cookie, as a browser does
+            after = browser.get(urljoin(base, opened.headers["location"]))
             assert after.status_code == 200 and "The payments service listens on port 9090" in after.text
             assert browser.get("/?scope=ops&q=port").status_code == 200
         process.terminate()
         _, stderr = process.communicate(timeout=30)
-        if how == "alone":  # beside the HTTP server the order of the two threads' lines varies
-            assert f"{base}/?token=<CORRIGENDA_TOKEN>" in stderr, stderr
+        assert f":{urlsplit(base).port}{prefix}/?token=<CORRIGENDA_TOKEN> once" in stderr, stderr
         assert TOKEN not in stderr
 
 
@@ -303,12 +408,11 @@ def test_the_web_view_answers_over_ipv6_loopback(db: str, memory: Memory, comman
     seed(memory)
     port = free_port("::1")
     if command == "ui":
-        arguments = ["ui", "--host", "::1", "--port", str(port)]
+        arguments, prefix = ["ui", "--host", "::1", "--port", str(port)], ""
     else:
-        arguments = ["serve", "--transport", "http", "--host", "::1", "--port", str(free_port("::1")), "--ui"]
-        arguments += ["--ui-port", str(port)]
-    for base, _ in start([*arguments, "--scope", "ops", "--db", db], port, host="::1"):
-        assert base == f"http://[::1]:{port}"
+        arguments, prefix = ["serve", "--transport", "http", "--host", "::1", "--port", str(port), "--ui"], "/ui"
+    for base, _ in start([*arguments, "--scope", "ops", "--db", db], port, host="::1", prefix=prefix):
+        assert base == f"http://[::1]:{port}{prefix}"
         page = httpx2.get(base + NOTES, trust_env=False, timeout=30)  # Host: [::1]:port, as a browser sends it
         assert page.status_code == 200, page.text
         assert "The payments service listens on port 9090" in page.text
@@ -326,7 +430,8 @@ def test_the_readmes_pictures_are_made_by_the_script_in_docs(tmp_path: Path) -> 
     assert pictures and pictures == sorted(Path(line).name for line in made.stdout.splitlines())
     for picture in tmp_path.glob("*.png"):
         data = picture.read_bytes()
-        assert data.startswith(b"\x89PNG\r\n\x1a\n") and int.from_bytes(data[16:20], "big") == 1000  # width
+        width = 672 if picture.name == "mcp-app.png" else 1000  # a host's conversation column, a browser window
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and int.from_bytes(data[16:20], "big") == width
         assert (ROOT / "docs" / picture.name).exists(), f"docs/{picture.name} is not in the repository"
     readme = (ROOT / "README.md").read_text() + (ROOT / "docs" / "reference.md").read_text()
     assert all(name in readme for name in pictures)

@@ -149,15 +149,23 @@ def delivered_notes(memory: Memory, q: Question, scope: str, budget: int, max_ch
 class PlainHybrid:
     """A plain LanceDB table of a store's notes and vectors, full-text indexed, queried hybrid top-k."""
 
-    COLUMNS = ("id", "text", "scope", "recorded_at_us", "vector")
-
     def __init__(self, directory: str, memory: Memory, scope: str) -> None:
         import lancedb
+        import pyarrow as pa
         from lancedb.index import FTS
 
-        notes = memory.tables.notes_table()
-        assert notes is not None
-        rows = notes.search().where(in_scope(scope)).select(list(self.COLUMNS)).limit(None).to_arrow()
+        notes = memory.tables.scope_notes(scope, with_vectors=True)  # as the store reads them, once each
+        rows = pa.table(
+            {
+                "id": [n.id for n, _ in notes],
+                "text": [n.text for n, _ in notes],
+                "scope": [n.scope for n, _ in notes],
+                "recorded_at_us": pa.array([n.recorded_at for n, _ in notes], pa.timestamp("us", "UTC")).cast(
+                    pa.int64()
+                ),
+                "vector": pa.array([v for _, v in notes], pa.list_(pa.float32(), len(notes[0][1] or ()))),
+            }
+        )
         self.table = lancedb.connect(directory).create_table("plain", data=rows)
         self.table.create_index("text", config=FTS(base_tokenizer="icu"))  # the store's tokenizer
 
@@ -199,6 +207,8 @@ def run_question(q: Question, embedder: CachedEmbedder) -> dict[str, Any]:
         record["delivered"] = {"corrigenda": len(full), "corrigenda @ 2000 tokens": len(at_default)}
 
         plain = PlainHybrid(directory, memory, stored.scope)
+        if plain.table.count_rows() != len(stored.turns):
+            raise RuntimeError(f"{q.id}: the plain table holds {plain.table.count_rows()} of {len(stored.turns)} notes")
         vector = embedder.embed([q.question])[0]
 
         def top(k: int) -> list[str]:

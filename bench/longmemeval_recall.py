@@ -292,7 +292,20 @@ def kinds_table(payload: dict[str, Any]) -> str:
     return markdown_table(headers, rows)
 
 
-TABLES = {"main": recall_table, "kinds": kinds_table}
+def ranks_table(payload: dict[str, Any]) -> str:
+    """Where the first evidence item comes in the first 10 notes (plain: `limit(10)`): at rank 1, and
+    the mean reciprocal rank (0 when none comes): what recall@5 no longer separates."""
+    records = payload["questions"]
+    rows = []
+    for level in LEVELS:
+        for system in SYSTEMS:
+            ranks = [r["ranks"][system][level] for r in records]
+            mrr = statistics.mean(1 / rank if rank else 0.0 for rank in ranks)
+            rows.append([level, system, _rate([sum(rank == 1 for rank in ranks), len(ranks)]), f"{mrr:.3f}"])
+    return markdown_table(["level", "system", "first evidence at rank 1", "MRR@10"], rows)
+
+
+TABLES = {"main": recall_table, "kinds": kinds_table, "ranks": ranks_table}
 
 
 def shortfalls(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -360,6 +373,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(recall_table(payload))
     print("\n### Per kind (any evidence item)")
     print(kinds_table(payload))
+    print("\n### Rank of the first evidence item")
+    print(ranks_table({"questions": records}))
     print("\n### Where the two differ (questions)")
     print("\n".join(shortfalls(records)) or "- nowhere")
     print(

@@ -478,7 +478,8 @@ def build_server(
     ) -> Annotated[CallToolResult, RecallResult]:
         """Look up memory before answering from it. Returns chains: each claim's current note(s) first (NOW),
         the notes they rest on, however far back (NEEDS, current too), then what they replaced (HISTORY,
-        not current), within a token budget; what did not fit or only repeated another chain is listed."""
+        not current), within a token budget; what did not fit or only repeated another chain is listed, and a
+        HISTORY note cut to fit is marked clipped (`history` reads it whole)."""
         scope = await scope_for(ctx, scope)
         r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
                        max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip

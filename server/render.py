@@ -54,7 +54,8 @@ def _history(h: HistoryEntry) -> str:
         "pending": "not yet valid",
     }.get(h.role.value, h.role.value)
     why = f': "{h.reason}"' if h.reason else ""
-    return f"    HISTORY ({what} {_day(h.at)}{why}) {_note(h.note)}"
+    clip = f" [clipped: {h.clipped.kept_tokens} of {h.clipped.whole_tokens} tokens]" if h.clipped else ""
+    return f"    HISTORY ({what} {_day(h.at)}{why}) {_note(h.note)}{clip}"
 
 
 def chain(c: Chain, position: int | None = None) -> list[str]:

@@ -142,6 +142,11 @@ def history_line(here: Here, h: HistoryEntry, hands: bool = False) -> str:
     how = "replaced" if h.role.value == "superseded" else e(h.role.value)
     why = f" because “{e(h.reason)}”" if h.reason else ""
     extra = f'<div class="why">{how} at {when(h.at)} by {who(h.actor)}{why}</div>'
+    if h.clipped is not None:
+        extra += (
+            f'<div class="meta clipped">clipped to fit the budget: {h.clipped.kept_tokens} of '
+            f'{h.clipped.whole_tokens} tokens (<a href="{here.note_url(h.note.id)}">the whole note</a>)</div>'
+        )
     if hands and h.role.value in ("superseded", "revoked"):
         extra += hands_for_history(here, h)
     return note_line(here, h.note, "HISTORY", extra)

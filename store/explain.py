@@ -130,8 +130,19 @@ def _delivery(note: Note, trace: Trace) -> tuple[Verdict, list[Reason]]:
             lifted = chain.entry.lifted_by if chain.entry else None
             moved = f", moved up to arrive with {lifted}, which it needs and which ranked higher" if lifted else ""
             return "current", [*reasons, Reason(stage="delivered", detail=f"delivered as a head of {where}{moved}")]
-        if any(h.note.id == note.id for h in chain.history):
-            return "history", [*reasons, Reason(stage="delivered", detail=f"delivered as history in {where}")]
+        for entry in chain.history:
+            if entry.note.id != note.id:
+                continue
+            delivered = Reason(stage="delivered", detail=f"delivered as history in {where}")
+            if entry.clipped is None:
+                return "history", [*reasons, delivered]
+            clip = Reason(
+                stage="budget",
+                detail=f"clipped to fit budget_tokens={trace.result.budget_tokens}: {entry.clipped.kept_tokens} of "
+                f"its {entry.clipped.whole_tokens} tokens, the passage that best matches the query (history with "
+                "its id reads it whole)",
+            )
+            return "history", [*reasons, clip, delivered]
         for prereq in chain.prerequisites:
             if prereq.id == note.id:
                 return "current", [

@@ -10,7 +10,8 @@ What `run` returns (its trace's `result`, a `RecallResult`) and guarantees:
 - A note comes back only inside its chain, and a chain only with all its heads: a stale note is
   never delivered without the note that replaced it, nor a revoked one without its revocation.
 - `used_tokens` never exceeds `budget_tokens`. What did not fit is counted (`trimmed_history`,
-  `trimmed_prerequisites`) or listed (`omitted`, with the reason: budget, max_chains, duplicate).
+  `trimmed_prerequisites`) or listed (`omitted`, with the reason: budget, max_chains, duplicate); a
+  history entry that fit only in part is delivered clipped and says so (`clipped`).
 - With `as_of`, the store as it was then: the fold replayed at that time, notes recorded later
   hidden. `run` keeps a trace of every stage, so `why_excluded` explains exactly what
   `recall_chains` did rather than a second opinion of it.
@@ -31,8 +32,11 @@ Stages:
 2. Closure and order: each entry brings its whole chain, successors unconditionally. A chain scores
    its best entry's fused score plus `chain_evidence` times each further entry's (an old value and
    its correction that both match the query are two pieces of evidence that this claim is the one
-   asked about), and chains go best first, except that a chain the query reached that needs (stage
-   3) a better chain's head moves up to just before it, so the two arrive as one reasoning chain.
+   asked about), plus `chain_evidence` times the score of each reached chain it needs (stage 3: a
+   conclusion and its premise that both match are two pieces of evidence for that reasoning, which
+   a look-alike note matching as well as the conclusion alone is not). Chains go best first, except
+   that a chain the query reached that needs a better chain's head moves up to just before it, so
+   the two arrive as one reasoning chain (`lifted_by` names that head's entry).
 3. Prerequisites, multi-hop: the heads bring their `depends_on` targets, those bring theirs, as
    far as the edges go, each once (a target that was replaced stands in as its current heads).
    Each carries a liveness that is the chain's score times `liveness_decay` per hop, so when a
@@ -44,10 +48,15 @@ Stages:
    prerequisite can never be dropped here: they live inside chains, which are kept whole.
 5. Packing, greedy by chain order (after `max_chains`): each chain in turn brings its heads (or is
    omitted and listed), then its prerequisites nearest first, then its history newest first, while
-   they fit; a chain already delivered whole as another's prerequisites is not repeated. Within a
-   chain, history is trimmed before prerequisites and both before any head. The budget counts what
-   an agent reads: each note's text (`count_tokens`) plus what its rendering adds (`NOTE_OVERHEAD`;
-   a history entry also its reason and the overhead again) and `CHAIN_OVERHEAD` per chain.
+   they fit; a chain already delivered whole as another's prerequisites is not repeated. The first
+   history entry that does not fit whole comes clipped to what is left, if that holds at least
+   `MIN_CLIP_TOKENS` of its text: the passage that best matches the query (excerpt.py), marked
+   (`clipped`, with the tokens kept and the whole note's) and counted like any entry plus
+   `CLIP_OVERHEAD` for its mark; the entries older than it are left out. Within a chain, history is
+   trimmed (or clipped) before prerequisites and both before any head; prerequisites and heads are
+   never clipped. The budget counts what an agent reads: each note's text (`count_tokens`) plus what
+   its rendering adds (`NOTE_OVERHEAD`; a history entry also its reason and the overhead again) and
+   `CHAIN_OVERHEAD` per chain.
 
 Why these rules and not others (scoring, decay, packing order) was measured on the benchmarks:
 docs/benchmarks.md, "The parameters chosen on these benchmarks".
@@ -67,11 +76,12 @@ import numpy as np
 
 from .chains import build_chain
 from .embedder import Embedder
+from .excerpt import excerpt
 from .fold import Fold
 from .model import Note
 from .tables import Hit, Tables
 from .tokens import estimate_tokens
-from .views import Chain, Entry, HistoryEntry, NoteView, Omitted, Prerequisite, RecallResult
+from .views import Chain, Clip, Entry, HistoryEntry, NoteView, Omitted, Prerequisite, RecallResult
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant (Cormack et al., 2009)
 # What the text rendering adds, in the same estimate: a note's label, id, kind and date (a history
@@ -79,6 +89,10 @@ RRF_K = 60  # the usual reciprocal-rank-fusion constant (Cormack et al., 2009)
 # against the real rendering by tests/test_tools.py.
 NOTE_OVERHEAD = 18
 CHAIN_OVERHEAD = 16
+CLIP_OVERHEAD = 8  # a clipped history entry's mark, "[clipped: 120 of 480 tokens]"
+# The least text a clipped history entry keeps: less than a clause cannot carry a value and what it
+# is the value of, so a history entry with less room than this is left out (and counted) instead.
+MIN_CLIP_TOKENS = 16
 
 
 @dataclass
@@ -109,6 +123,7 @@ class RetrievalSettings:
     count_tokens: Callable[[str], int] = estimate_tokens
     note_overhead: int = NOTE_OVERHEAD
     chain_overhead: int = CHAIN_OVERHEAD
+    clip_overhead: int = CLIP_OVERHEAD
 
 
 @dataclass(frozen=True)
@@ -238,15 +253,15 @@ def run(
     along = {i: c.vector for i, c in candidates.items() if c.vector is not None}
     heads = [h for c in best.values() for h in folded.chain(c.note.id).heads]
     reading = _SEARCHES.submit(vectors, [i for i in heads if i not in along])
-    for chain_id in sorted(reached, key=lambda c: (-round(reached[c], 9), -best[c].score, c)):
-        cand = best[chain_id]
+    built = []
+    for chain_id, cand in best.items():
         entry = Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity, chain_score=reached[chain_id])
-        trace.chains.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
-
-    trace.chains = dependents_first(trace.chains)
+        built.append(build_chain(folded, cand.note.id, entry, settings.liveness_decay))
+    built = [_with_reasoning_evidence(c, folded, reached, best, settings) for c in built]
+    trace.chains = dependents_first(sorted(built, key=lambda c: (-round(_score(c), 9), -_entry(c).score, c.chain_id)))
     head_vectors = {**reading.result(), **{i: along[i] for i in heads if i in along}}
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
-    delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed)
+    delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed, query)
     omitted += [
         Omitted(
             chain_id=c.chain_id,
@@ -263,6 +278,37 @@ def run(
         budget_tokens=budget_tokens, omitted=omitted,
     )  # fmt: skip
     return trace
+
+
+def _entry(chain: Chain) -> Entry:
+    assert chain.entry is not None  # every chain recall reached has the note it was reached through
+    return chain.entry
+
+
+def _score(chain: Chain) -> float:
+    return _entry(chain).chain_score
+
+
+def _with_reasoning_evidence(
+    chain: Chain, folded: Fold, reached: Mapping[str, float], best: Mapping[str, Candidate], settings: RetrievalSettings
+) -> Chain:
+    """The chain with `chain_evidence` times the score of each reached chain its heads need added to its own.
+
+    A conclusion and the premise it stands on that both match the query are two pieces of evidence
+    that this reasoning is the one asked about, as an old value and its correction are for a claim; a
+    look-alike note that matches as well as the conclusion alone brings one. A chain that needs a
+    better-ranked one is `lifted_by` that chain's entry: it now ranks above what it needs.
+    """
+    own = _score(chain)
+    needed = [c for c in dict.fromkeys(folded.chain_id(p.id) for p in chain.prerequisites) if c in reached]
+    needed = [c for c in needed if c != chain.chain_id]
+    if not needed:
+        return chain
+    top = max(needed, key=lambda c: (reached[c], c))
+    update: dict[str, object] = {"chain_score": own + settings.chain_evidence * sum(reached[c] for c in needed)}
+    if reached[top] > own:
+        update["lifted_by"] = best[top].note.id
+    return chain.model_copy(update={"entry": _entry(chain).model_copy(update=update)})
 
 
 def dependents_first(chains: Sequence[Chain]) -> list[Chain]:
@@ -388,8 +434,25 @@ class _Costs:
         return self.settings.count_tokens(note.text) + self.settings.note_overhead
 
     def history(self, entry: HistoryEntry) -> int:
-        # the note, plus its role, when and by what it was replaced, and why
-        return self.note(entry.note) + self.settings.count_tokens(entry.reason or "") + self.settings.note_overhead
+        # the note, plus its role, when and by what it was replaced, and why (and the clip's mark)
+        mark = self.settings.clip_overhead if entry.clipped is not None else 0
+        return (
+            self.note(entry.note) + self.settings.count_tokens(entry.reason or "") + self.settings.note_overhead + mark
+        )
+
+    def clipped(self, entry: HistoryEntry, room: int, query: str) -> HistoryEntry | None:
+        """The entry with its note's text cut to the passage that best matches `query` and fits `room`
+        with everything else the entry costs; None when less than `MIN_CLIP_TOKENS` of text would."""
+        count = self.settings.count_tokens
+        whole = count(entry.note.text)
+        text_room = room - (self.history(entry) - whole) - self.settings.clip_overhead
+        if text_room < MIN_CLIP_TOKENS or text_room >= whole:
+            return None
+        text = excerpt(entry.note.text, query, text_room, count)
+        if text is None:
+            return None
+        note = entry.note.model_copy(update={"text": text})
+        return entry.model_copy(update={"note": note, "clipped": Clip(kept_tokens=count(text), whole_tokens=whole)})
 
     def required(self, chain: Chain) -> int:
         """A chain's least delivery: its heads, or for a chain with none, its newest history entry."""
@@ -419,8 +482,10 @@ def pack(
     include_history: bool,
     settings: RetrievalSettings,
     trimmed_ids: dict[str, list[str]],
+    query: str,
 ) -> tuple[list[Chain], list[Omitted], int]:
-    """Fill `budget` with chains (module docstring, stage 5); chains come best first."""
+    """Fill `budget` with chains (module docstring, stage 5); chains come best first. A history entry
+    too long for what is left is clipped to the passage that best matches `query`."""
     costs = _Costs(settings)
     omitted: list[Omitted] = []
     if max_chains is not None:
@@ -457,14 +522,19 @@ def pack(
             spot.tokens += cost
             shown.add(prereq.id)
             used += cost
-        for entry in chain.history[len(spot.history) :] if include_history else ():
-            cost = costs.history(entry)
-            if used + cost > budget:
+        for full in chain.history[len(spot.history) :] if include_history else ():
+            entry: HistoryEntry | None = full
+            if used + costs.history(full) > budget:  # the passage that fits, or nothing
+                entry = costs.clipped(full, budget - used, query)
+            if entry is None:
                 break  # newest first: what is left out is the oldest
+            cost = costs.history(entry)
             spot.history.append(entry)
             spot.tokens += cost
             shown.add(entry.note.id)
             used += cost
+            if entry.clipped is not None:
+                break  # it took what was left
 
     delivered = []
     for spot in placed.values():  # in chain order

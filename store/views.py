@@ -34,6 +34,13 @@ class EventView(BaseModel):
     )
 
 
+class Clip(BaseModel):
+    """How much of a note's text a recall delivered, in the budget's tokens."""
+
+    kept_tokens: int = Field(description="Tokens of the text delivered, the … marks included.")
+    whole_tokens: int = Field(description="Tokens of the note's whole text.")
+
+
 class HistoryEntry(BaseModel):
     """A chain member that is no longer current, and why."""
 
@@ -44,6 +51,11 @@ class HistoryEntry(BaseModel):
     reason: str | None = None
     event_id: str | None = None
     actor: str | None = Field(None, description="Who wrote the event that replaced or withdrew it.")
+    clipped: Clip | None = Field(
+        None,
+        description="Set when only part of the note fit the budget: `note.text` is then the passage that best "
+        "matches the query, with … where text was left out. `history` with the note's id reads it whole.",
+    )
 
 
 class Prerequisite(NoteView):
@@ -59,7 +71,9 @@ class Entry(BaseModel):
     score: float = Field(description="Fused retrieval score of that note (reciprocal-rank fusion).")
     similarity: float | None = Field(None, description="Cosine similarity of the entry note to the query.")
     chain_score: float = Field(
-        0.0, description="The fused scores of every note of the chain the query reached, summed: the chain order."
+        0.0,
+        description="The chain order: the best fused score of the chain's notes the query reached, a tenth of "
+        "each other's, and a tenth of the score of each reached chain it needs.",
     )
     lifted_by: str | None = Field(
         None, description="A better-ranked note this chain needs: the chain was moved up to arrive with it."

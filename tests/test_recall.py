@@ -213,3 +213,87 @@ def test_a_chain_scores_its_best_entry_and_a_tenth_of_each_other(memory: Memory)
     chain = next(c for c in trace.chains if c.heads[0].id == new)
     assert chain.entry is not None and chain.entry.note_id == best.note.id
     assert chain.entry.chain_score == pytest.approx(best.score + 0.1 * other.score)
+
+
+def test_a_conclusion_whose_premise_also_matches_outranks_a_look_alike_that_matches_better_alone(
+    memory: Memory,
+) -> None:
+    def note(text: str, minutes: int, depends_on: tuple[str, ...] = ()) -> str:
+        at = T0 + timedelta(minutes=minutes)
+        return memory.remember(Draft(text=text, at=at), depends_on=list(depends_on)).note.id
+
+    premise = note("Alice is assigned access bundle quartz-42 for the production backup system.", 0)
+    mapping = note("Access bundle quartz-42 maps to clearance code alpha-29.", 1, (premise,))
+    rule = note("Clearance code alpha-29 may review production backups but may not delete them.", 2, (mapping,))
+    look_alike = note("Production backup staff can delete old snapshots during cleanup.", 3)
+    query = "Can Alice delete the production backup?"
+    trace = memory._run(query, "default", 2000, None, True, None)
+    scores = {i: trace.candidates[i].score for i in (premise, rule, look_alike)}
+    assert scores[look_alike] > max(scores[rule], scores[premise])  # it matches better than either alone
+    assert trace.chains[0].heads[0].id == rule
+    assert trace.chains[0].entry is not None
+    assert trace.chains[0].entry.chain_score == pytest.approx(scores[rule] + 0.1 * scores[premise])
+
+    whole = next(c for c in memory.recall(query, budget_tokens=4000).chains if c.heads[0].id == rule)
+    tight = memory.recall(query, budget_tokens=whole.tokens)  # room for the reasoning chain, nothing else
+    assert delivered(tight) == {rule, mapping, premise}
+    assert look_alike in {o.entry.note_id for o in tight.omitted if o.reason == "budget"}
+
+
+OLD_PORT = (
+    "We spent the morning on the quarterly planning review with the platform team. The payments gateway "
+    "listens on port 8080 behind the internal balancer. Afterwards we discussed hiring, the offsite in "
+    "Lisbon and the new on-call rota for the holidays."
+)
+PORT_QUERY = "Which port does the payments gateway listen on?"
+
+
+def test_history_that_does_not_fit_whole_arrives_clipped_marked_counted_and_explained(memory: Memory) -> None:
+    from corrigenda.server import render
+    from corrigenda.store.tokens import estimate_tokens
+
+    old = memory.remember(Draft(text=OLD_PORT, at=T0)).note.id
+    new = memory.correct(old, Draft(text="The payments gateway listens on port 9090 now."), reason="April move")
+    whole = memory.recall(PORT_QUERY, budget_tokens=4000).chains[0]
+    assert whole.history[0].clipped is None and whole.history[0].note.text == OLD_PORT
+
+    budget = whole.tokens - 20
+    result = memory.recall(PORT_QUERY, budget_tokens=budget)
+    (chain,) = result.chains
+    assert [h.id for h in chain.heads] == [new.note.id]
+    (entry,) = chain.history
+    assert entry.note.id == old and chain.trimmed_history == 0
+    assert entry.clipped is not None
+    text = entry.note.text
+    assert text.startswith("…") and text.endswith("…") and "port 8080" in text
+    assert text.strip("…") in OLD_PORT
+    assert (entry.clipped.kept_tokens, entry.clipped.whole_tokens) == (estimate_tokens(text), estimate_tokens(OLD_PORT))
+    assert entry.clipped.kept_tokens < entry.clipped.whole_tokens
+    # counted: the chain's text, the rendering's overheads and the clip's mark, inside the budget
+    head_cost = estimate_tokens(chain.heads[0].text) + 18
+    history_cost = estimate_tokens(text) + estimate_tokens("April move") + 18 + 18 + 8
+    assert chain.tokens == 16 + head_cost + history_cost
+    assert result.used_tokens == chain.tokens <= budget
+
+    shown = render.recall(result)
+    assert f"[clipped: {entry.clipped.kept_tokens} of {entry.clipped.whole_tokens} tokens]" in shown
+    assert estimate_tokens("\n".join(render.chain(chain, 1))) <= chain.tokens
+
+    why = memory.why_excluded(old, query=PORT_QUERY, budget_tokens=budget)
+    assert why.verdict == "history"
+    assert [r.stage for r in why.reasons][-2:] == ["budget", "delivered"]
+    assert f"clipped to fit budget_tokens={budget}" in why.reasons[-2].detail
+    assert f"{entry.clipped.kept_tokens} of its {entry.clipped.whole_tokens} tokens" in why.reasons[-2].detail
+
+
+def test_history_with_too_little_room_for_a_clause_is_left_out_and_counted(memory: Memory) -> None:
+    old = memory.remember(Draft(text=OLD_PORT, at=T0)).note.id
+    memory.correct(old, Draft(text="The payments gateway listens on port 9090 now."), reason="April move")
+    heads_only = memory.recall(PORT_QUERY, include_history=False).chains[0].tokens
+    # the entry's fixed costs (reason, two overheads, the mark) leave less than MIN_CLIP_TOKENS of text
+    result = memory.recall(PORT_QUERY, budget_tokens=heads_only + 60)
+    (chain,) = result.chains
+    assert chain.history == [] and chain.trimmed_history == 1
+    why = memory.why_excluded(old, query=PORT_QUERY, budget_tokens=heads_only + 60)
+    assert why.verdict == "excluded" and why.reasons[-1].stage == "budget"
+    assert "trimmed" in why.reasons[-1].detail

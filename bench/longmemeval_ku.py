@@ -547,7 +547,10 @@ def run_question(q: Question, setting: str, modes: Sequence[str], embedder: Cach
             scope = scope_of(setting, mode, q.id)
             written = write(memory, scope, turns, mode, embedder)
             record["updates"] += written.updates
-            record["proposals"] += written.proposals
+            gold = phrase(q.answer)
+            for p in written.proposals:  # evidence notes (recall) and any note that proposed (precision)
+                if p["evidence"] or p["proposed"]:
+                    record["proposals"].append({**p, "text": None, "names_answer": bool(gold.search(p["text"]))})
             for budget in BUDGETS:
                 result = memory.recall(q.question, scope=scope, budget_tokens=budget, as_of=q.asked_at)
                 chains = shown_chains(result, written.keys)
@@ -799,14 +802,13 @@ def likely_update_figures(records: list[dict[str, Any]], setting: str) -> dict[s
             continue
         evidence = r["evidence"]
         position = {k: i for i, k in enumerate(evidence)}
-        gold = phrase(r["answer"])
         texts = {u["key"]: u for u in r["proposals"]}
         for p in r["proposals"]:
             for proposed in p["proposed"]:
                 older_evidence = proposed["key"] in position
                 if p["evidence"] and older_evidence and position[proposed["key"]] < position[p["key"]]:
                     right += 1
-                elif not p["evidence"] and older_evidence and gold.search(p.get("text", "")):
+                elif not p["evidence"] and older_evidence and p["names_answer"]:
                     restates += 1
                 else:
                     false += 1

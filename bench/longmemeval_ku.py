@@ -33,11 +33,19 @@ Modes, with one write per run of non-evidence turns (`import_notes`, one embeddi
 edges) and the evidence notes written in time order between them:
 - edges: the first evidence note through `remember`, each later one through `correct` of the one
   before (reason "the user stated a newer value"), as an agent that records its corrections would;
-- remember: every evidence note through `remember`, no edges (the stale baseline). For each update
+- remember: every evidence note through `remember`, no edges (the stale baseline); so is every other
+  turn of the sessions that hold evidence, one by one, so that `remember`'s `likely_updates` can be
+  measured on notes that are not updates. For each update
   (a pair of consecutive evidence notes) it records whether `remember`'s `similar_active` for the
   newer note lists the older one: what would let an agent decide to call `correct`. (Where three
   evidence notes form two updates, a second column also counts the update as found when the list
   names any earlier evidence note; the target uses the first.)
+Likely updates (remember mode): `remember`'s `likely_updates` for each note written through it. A
+proposal is right when an evidence note proposes an older evidence note; it *restates* when a turn
+that is not evidence proposes an older evidence note and names the gold answer (it states the newer
+value again, e.g. a later turn of the same session; the index marks only one turn); every other
+proposal is false. Recall: the updates (consecutive evidence pairs) whose newer note proposes the
+older. Precision is given strict (restatements false) and with restatements right.
 Then `recall(question, as_of=asked_at)` at budgets of 256, 512 and 1024 tokens, default settings.
 
 Dense baseline, in the same process over the same notes: the notes recorded by `asked_at`, ranked by
@@ -48,15 +56,20 @@ chain). A note costs `corrigenda.store.tokens.estimate_tokens(text)` + 18 (corri
 note is shown as current: it is one chain of one head.
 
 Metrics, per question, system (edges, remember, dense) and budget; "first head" is the first head
-of the first delivered chain (dense: the top note):
+of the first delivered chain that is not marked `possibly_outdated_by` a newer note (dense: the top
+note; recall marks a chain when a delivered newer current note looks like the same fact with a
+different value and no edge relates them, and an agent reading the result is told to prefer the
+newer, so a marked chain's head is not one it takes as current):
 - current@1: the first chain is `current` with exactly one head, the latest evidence note, and every
   older evidence note is in that chain's delivered history. Not applicable to dense (nothing is
   marked as history). Over the questions with evidence.
 - latest@1: the first head is the latest evidence note. Over the questions with evidence.
 - stale@1: the first head is an older evidence note. Over the questions with older evidence.
-- stale head: some older evidence note is delivered as a head of some chain (dense: delivered at
-  all, since dense shows every note as current). Lower is better. Over the questions with older
-  evidence.
+- stale head: some older evidence note is delivered as a head of some chain not marked possibly
+  outdated (dense: delivered at all, since dense shows every note as current). Lower is better. Over
+  the questions with older evidence.
+- older marked: every older evidence note delivered as a head is in a chain marked possibly outdated.
+  Over the questions that deliver an older evidence note as a head; not applicable to dense.
 - history kept: every older evidence note is delivered (in any role; with edges it can only come as
   history). Over the historical kinds (historical, current_and_historical, direction_of_change).
 - chain intact: some delivered chain is `current` with the latest evidence note as its only head and
@@ -141,7 +154,10 @@ SYSTEMS = (*MODES, "dense")
 BUDGETS = (256, 512, 1024)
 KINDS = ("current", "historical", "current_and_historical", "direction_of_change", "abstention")
 HISTORICAL_KINDS = frozenset({"historical", "current_and_historical", "direction_of_change"})
-METRICS = ("current@1", "latest@1", "stale@1", "stale head", "history kept", "chain intact", "answer hit", "abstained")
+METRICS = (
+    "current@1", "latest@1", "stale@1", "stale head", "older marked", "history kept", "chain intact", "answer hit",
+    "abstained",
+)  # fmt: skip
 TARGET_BUDGET = 512
 PERTURBATION_BUDGET = 1024
 ACTOR = "longmemeval-ku"
@@ -312,6 +328,7 @@ class Shown:
     entry: str | None = None
     entry_similarity: float | None = None
     entry_score: float | None = None
+    outdated_by: str | None = None  # the chain is marked possibly outdated by this note (its turn key)
 
 
 def shown_chains(result: RecallResult, keys: dict[str, str]) -> list[Shown]:
@@ -325,6 +342,7 @@ def shown_chains(result: RecallResult, keys: dict[str, str]) -> list[Shown]:
             entry=keys[c.entry.note_id] if c.entry else None,
             entry_similarity=c.entry.similarity if c.entry else None,
             entry_score=c.entry.score if c.entry else None,
+            outdated_by=keys.get(c.possibly_outdated_by, c.possibly_outdated_by) if c.possibly_outdated_by else None,
         )
         for c in result.chains
     ]
@@ -342,7 +360,10 @@ def score(q: Question, system: str, chains: list[Shown], pattern: re.Pattern[str
     assert q.latest is not None
     latest, older = q.latest.key, {t.key for t in q.older}
     first = chains[0] if chains else None
-    top = first.heads[0] if first and first.heads else None
+    # A chain marked possibly outdated says its head is not to be trusted as current: an agent reads
+    # the first head of the first unmarked chain as the answer, and a marked head is not a stale head.
+    trusted = [c for c in chains if c.outdated_by is None]
+    top = next((c.heads[0] for c in trusted if c.heads), None)
     m["latest@1"] = top == latest
     if system != "dense":
         m["current@1"] = (
@@ -354,7 +375,9 @@ def score(q: Question, system: str, chains: list[Shown], pattern: re.Pattern[str
     if older:
         heads = {h for c in chains for h in c.heads}
         m["stale@1"] = top in older
-        m["stale head"] = bool(heads & older)
+        m["stale head"] = bool({h for c in trusted for h in c.heads} & older)
+        if heads & older and system != "dense":  # dense marks nothing
+            m["older marked"] = not any(c.outdated_by is None and set(c.heads) & older for c in chains)
         if q.kind in HISTORICAL_KINDS:
             m["history kept"] = older <= heads | {h for c in chains for h in c.history}
         if system == "edges":
@@ -411,6 +434,7 @@ class Written:
     keys: dict[str, str] = field(default_factory=dict)  # note id → turn key
     supersedes: list[str] = field(default_factory=list)  # event ids of the corrections, oldest first
     updates: list[dict[str, Any]] = field(default_factory=list)  # remember mode: similar_active per update
+    proposals: list[dict[str, Any]] = field(default_factory=list)  # remember mode: likely_updates per note
 
     def add(self, turn: Turn, note_id: str) -> None:
         self.ids[turn.key] = note_id
@@ -422,8 +446,9 @@ def write(memory: Memory, scope: str, turns: Sequence[Turn], mode: str, embedder
     written = Written()
     pending: list[Turn] = []
     earlier: list[Turn] = []  # evidence notes written so far
+    sessions = {t.session_id for t in turns if t.evidence} if mode == "remember" else set()
     for turn in [*turns, None]:
-        if turn is not None and not turn.evidence:
+        if turn is not None and not turn.evidence and turn.session_id not in sessions:
             pending.append(turn)
             continue
         if pending:
@@ -433,6 +458,13 @@ def write(memory: Memory, scope: str, turns: Sequence[Turn], mode: str, embedder
             pending = []
         if turn is None:
             break
+        if not turn.evidence:  # remember mode: a plain turn of a session that holds evidence
+            remembered = memory.remember(
+                Draft(text=turn.text, valid_from=turn.valid_from, at=turn.at), scope=scope, actor=ACTOR
+            )
+            written.add(turn, remembered.note.id)
+            written.proposals.append(_proposals(turn, remembered, written))
+            continue
         if mode == "edges" and earlier:
             corrected = memory.correct(
                 written.ids[earlier[-1].key],
@@ -447,10 +479,20 @@ def write(memory: Memory, scope: str, turns: Sequence[Turn], mode: str, embedder
                 Draft(text=turn.text, valid_from=turn.valid_from, at=turn.at), scope=scope, actor=ACTOR
             )
             written.add(turn, remembered.note.id)
+            written.proposals.append(_proposals(turn, remembered, written))
             if earlier:
                 written.updates.append(_update(memory, scope, earlier, turn, remembered, written, embedder))
         earlier.append(turn)
     return written
+
+
+def _proposals(turn: Turn, remembered: Remembered, written: Written) -> dict[str, Any]:
+    return {
+        "key": turn.key, "evidence": turn.evidence, "text": turn.text,
+        "proposed": [
+            {"key": written.keys.get(u.note.id, u.note.id), "reason": u.reason} for u in remembered.likely_updates
+        ],
+    }  # fmt: skip
 
 
 def _update(
@@ -492,7 +534,7 @@ def run_question(q: Question, setting: str, modes: Sequence[str], embedder: Cach
         "asked_at": q.asked_at.isoformat(), "question_date": q.question_date.isoformat(),
         "notes": len(turns), "hidden_after_question": sum(1 for t in turns if t.at > q.asked_at),
         "evidence": [t.key for t in q.evidence], "answer_eligible": pattern is not None,
-        "recalls": [], "updates": [], "perturbations": [], "diagnoses": [],
+        "recalls": [], "updates": [], "proposals": [], "perturbations": [], "diagnoses": [],
     }  # fmt: skip
     ranking = dense_ranking(q, turns, embedder)
     for budget in BUDGETS:
@@ -505,6 +547,10 @@ def run_question(q: Question, setting: str, modes: Sequence[str], embedder: Cach
             scope = scope_of(setting, mode, q.id)
             written = write(memory, scope, turns, mode, embedder)
             record["updates"] += written.updates
+            gold = phrase(q.answer)
+            for p in written.proposals:  # evidence notes (recall) and any note that proposed (precision)
+                if p["evidence"] or p["proposed"]:
+                    record["proposals"].append({**p, "text": None, "names_answer": bool(gold.search(p["text"]))})
             for budget in BUDGETS:
                 result = memory.recall(q.question, scope=scope, budget_tokens=budget, as_of=q.asked_at)
                 chains = shown_chains(result, written.keys)
@@ -747,6 +793,55 @@ def similar_table(payload: dict[str, Any]) -> str:
     return markdown(["setting", "kind", "lists the previous note", "lists any older evidence"], body)
 
 
+def likely_update_figures(records: list[dict[str, Any]], setting: str) -> dict[str, Any]:
+    """`remember`'s likely_updates in one setting: each proposal judged (module docstring), and recall."""
+    right = restates = false = updates = found = found_any = 0
+    false_examples: list[str] = []
+    for r in records:
+        if r["setting"] != setting or not r["proposals"]:
+            continue
+        evidence = r["evidence"]
+        position = {k: i for i, k in enumerate(evidence)}
+        texts = {u["key"]: u for u in r["proposals"]}
+        for p in r["proposals"]:
+            for proposed in p["proposed"]:
+                older_evidence = proposed["key"] in position
+                if p["evidence"] and older_evidence and position[proposed["key"]] < position[p["key"]]:
+                    right += 1
+                elif not p["evidence"] and older_evidence and p["names_answer"]:
+                    restates += 1
+                else:
+                    false += 1
+                    false_examples.append(f"{r['id']}: {p['key']} -> {proposed['key']} ({proposed['reason'][:100]})")
+        for i in range(1, len(evidence)):
+            newer = texts.get(evidence[i])
+            proposed = {x["key"] for x in newer["proposed"]} if newer else set()
+            updates += 1
+            found += evidence[i - 1] in proposed
+            found_any += bool(proposed & set(evidence[:i]))
+    made = right + restates + false
+    return {
+        "updates": updates, "found": found, "found_any_older": found_any, "proposals": made, "right": right,
+        "restates": restates, "false": false, "false_examples": false_examples,
+    }  # fmt: skip
+
+
+def likely_updates_table(payload: dict[str, Any]) -> str:
+    """remember's likely_updates: recall over the updates, precision over every proposal."""
+    body = []
+    for setting, v in payload["likely_updates"].items():
+        made = v["proposals"]
+        body.append([
+            setting, cell(v["found"], v["updates"]), cell(v["found_any_older"], v["updates"]), made,
+            v["right"], v["restates"], v["false"], cell(v["right"], made), cell(v["right"] + v["restates"], made),
+        ])  # fmt: skip
+    headers = [
+        "setting", "recall: proposes the previous", "proposes any older evidence", "proposals", "right",
+        "restate the newer value", "false", "precision (strict)", "precision (restatements right)",
+    ]  # fmt: skip
+    return markdown(headers, body)
+
+
 def perturbation_table(payload: dict[str, Any]) -> str:
     body = [
         [*key.split("|"), f"{v['pass']}/{v['total']}", ", ".join(v["failing"]) or "—"]
@@ -755,7 +850,10 @@ def perturbation_table(payload: dict[str, Any]) -> str:
     return markdown(["setting", "check", "pass", "failing"], body)
 
 
-TABLES = {"main": recall_table, "budgets": budget_table, "similar": similar_table, "perturbations": perturbation_table}
+TABLES = {
+    "main": recall_table, "budgets": budget_table, "similar": similar_table, "perturbations": perturbation_table,
+    "likely_updates": likely_updates_table,
+}  # fmt: skip
 
 
 def print_budget_use(records: list[dict[str, Any]], settings: Sequence[str]) -> None:
@@ -844,6 +942,33 @@ def print_targets(records: list[dict[str, Any]], settings: Sequence[str]) -> dic
         body.append(
             ["similar_active lists the older >= 0.90 (S)", cell(k, n), _yes(k / n >= 0.9), ", ".join(failing) or "—"]
         )
+    rem = [(r, x) for r in s for x in r["recalls"] if x["system"] == "remember" and x["budget"] == TARGET_BUDGET]
+    latest = [(r["id"], x["metrics"]["latest@1"]) for r, x in rem if x["metrics"]["latest@1"] is not None]
+    if latest:
+        k, n = sum(v for _, v in latest), len(latest)
+        failing = [qid for qid, v in latest if not v]
+        out["remember latest@1"] = {"value": k / n, "met": k / n >= 0.90, "failing": failing}
+        body.append(
+            ["latest@1 >= 0.90 (S, remember, 512)", cell(k, n), _yes(k / n >= 0.9), f"{len(failing)} questions"]
+        )
+    marked = [(r["id"], x["metrics"]["older marked"]) for r, x in rem if x["metrics"]["older marked"] is not None]
+    if marked:
+        k, n = sum(v for _, v in marked), len(marked)
+        out["older marked"] = {"value": k / n, "met": k == n}
+        body.append(
+            ["every delivered older head marked (S, remember, 512)", cell(k, n), _yes(k == n), f"{n - k} questions"]
+        )
+    proposals = [(r["id"], p) for r in s for p in r["proposals"]]
+    if proposals:
+        v = likely_update_figures(records, "s")
+        recall_ = v["found"] / v["updates"] if v["updates"] else 0.0
+        precision = v["right"] / v["proposals"] if v["proposals"] else 0.0
+        met = precision >= 0.9 and recall_ >= 0.8
+        out["likely_updates"] = {"precision": precision, "recall": recall_, "met": met}
+        body.append([
+            "likely_updates precision >= 0.90 at recall >= 0.80 (S, strict)",
+            f"precision {precision:.2f}, recall {recall_:.2f}", _yes(met), f"{v['false']} false",
+        ])  # fmt: skip
     print("\n### Targets")
     print(markdown(["target", "measured", "met", "failing"], body))
     return out
@@ -979,6 +1104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     tables = print_recall_tables(records, args.settings)
     print_budget_use(records, args.settings)
     similar = print_similar(records, args.settings) if "remember" in args.modes else {}
+    likely = {s: likely_update_figures(records, s) for s in args.settings} if "remember" in args.modes else {}
+    if likely:
+        print("\n### likely_updates in remember-only mode")
+        print(likely_updates_table({"likely_updates": likely}))
+        for setting, v in likely.items():
+            for line in v["false_examples"]:
+                print(f"  {setting} false: {line}")
     perturbations = print_perturbations(records, args.settings) if "edges" in args.modes else {}
     targets = print_targets(records, args.settings)
     if "s" in args.settings:
@@ -998,6 +1130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "budgets": BUDGETS,
                 "recall": tables,
                 "similar_active": similar,
+                "likely_updates": likely,
                 "perturbations": perturbations,
                 "targets": targets,
                 "runtime_seconds": {"total": total, "embedding": embedder.seconds, **seconds},

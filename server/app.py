@@ -75,7 +75,9 @@ Capture protocol:
   It answers with `similar_active`: the closest current notes. If one of them states an older or
   different value of the same fact, do not leave both standing: call `correct` on that note with the
   new text and a reason; or, since your new note is already stored, `link` it to the old one with
-  kind `supersedes`. When you know beforehand that you are updating a fact, call `correct` instead of
+  kind `supersedes`. When the new note looks like a new value of an active one, the answer also lists it
+  under `likely_updates`, with why and the exact `link` call; check it and make the call (nothing is
+  linked on a guess). When you know beforehand that you are updating a fact, call `correct` instead of
   `remember` (or pass `supersedes=[id]`).
 - When you learn a stored note is wrong and there is no replacement, call `revoke` with a reason.
 - When a revocation or correction was itself a mistake, call `reinstate` (note id or event id).
@@ -84,7 +86,9 @@ Capture protocol:
 Recall protocol:
 - Call `recall_chains` before answering from memory. Each chain leads with its NOW notes (current);
   HISTORY notes were superseded or revoked and must not be used as current facts. A CONTESTED chain
-  has several current notes that disagree: resolve it (ask, or correct one).
+  has several current notes that disagree: resolve it (ask, or correct one). A chain marked POSSIBLY
+  OUTDATED has a newer note elsewhere in the result that looks like the same fact with a different
+  value and no edge: prefer the newer, and link them if it does replace the old one.
 - `why_excluded` says why a note you expected is not current or not delivered.
 - `forget` deletes a note for real; use it only when a person asks for data to be erased.
 
@@ -385,7 +389,7 @@ def build_server(
         """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
         keeping; to update a fact you know is stored, call `correct` instead. The answer lists
         `similar_active` notes: if your note updates one of them, `link` it with kind `supersedes` (this
-        tool never links notes on its own guess). The exact text of a current note returns that note."""
+        tool never links notes on its own guess); `likely_updates` names those that look replaced, with the call. The exact text of a current note returns that note."""
         draft = Draft(
             text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
             valid_from=valid_from, valid_until=valid_until,

@@ -63,6 +63,8 @@ def chain(c: Chain, position: int | None = None) -> list[str]:
              "retracted": "RETRACTED: nothing in this chain is current", "expired": "EXPIRED: nothing is valid now"}  # fmt: skip
     head = f"[{position}] " if position is not None else ""
     lines = [f"{head}chain {c.chain_id} — {label[c.status.value]}"]
+    if c.possibly_outdated_by:
+        lines[0] += f"; POSSIBLY OUTDATED by {c.possibly_outdated_by} ({c.outdated_reason}): prefer the newer note"
     lines += [f"    NOW {_note(n)}" for n in c.heads]
     lines += [f"    NEEDS{'' if p.hops == 1 else f' ({p.hops} hops)'} {_note(p)}" for p in c.prerequisites]
     lines += [f"    NEEDS {i} (shown in another chain above or below)" for i in c.prerequisites_elsewhere]
@@ -117,6 +119,12 @@ def remembered(r: Remembered) -> str:
     if r.scope_created:
         lines.append(f"Scope {r.note.scope!r} held nothing before: this note made it.")
     lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]
+    if r.likely_updates:
+        lines.append(
+            "Likely updates: your note looks like a new value of these. If so, record it (nothing is linked yet):"
+        )
+        for u in r.likely_updates:
+            lines += [f"  {_note(u.note)}", f"    why: {u.reason}", f"    call: {u.call}"]
     if r.similar_active:
         lines.append(
             f"Similar active notes. If your note updates one of them, link it: link(src_id={r.note.id}, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
-from . import browse, recall, transfer
+from . import browse, recall, transfer, updates
 from .chains import build_chain, event_view, note_view
 from .embedder import Embedder, SentenceTransformerEmbedder
 from .errors import Conflict, CorrigendaError, InvalidArgument, NotFound
@@ -36,6 +37,7 @@ from .views import (
     Forgotten,
     Imported,
     LifecycleChange,
+    LikelyUpdate,
     Linked,
     NoteHistory,
     NoteList,
@@ -87,6 +89,15 @@ def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concaten
             raise outage from exc
 
     return operation
+
+
+def _likely_update(new_id: str, proposal: updates.Proposal, folded: Fold) -> LikelyUpdate:
+    reason = proposal.change.reason
+    call = (
+        f'link(src_id="{new_id}", dst_id="{proposal.note.id}", kind="supersedes", '
+        f"reason={json.dumps(reason, ensure_ascii=False)})"
+    )
+    return LikelyUpdate(note=note_view(proposal.note, folded), similarity=proposal.similarity, reason=reason, call=call)
 
 
 def _utc(t: datetime | None) -> datetime | None:
@@ -189,15 +200,17 @@ class Memory:
         made = not candidates and not named and not self.graphs.get(scope).events and scope not in self.tables.scopes()
         after = self._write(before, events, (note, vector, readable))
         self._refuse_if_raced(before, events, note, {"supersedes": supersedes, "depends_on": depends_on}, actor)
-        similar = []
-        for cand in similar_to:
-            if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE:
-                similarity = cand.similarity if readable and cand.dense_readable else None
-                similar.append(Similar(note=note_view(cand.note, before), similarity=similarity))
-            if len(similar) == SIMILAR_SHOWN:
-                break
+        active = [
+            (cand.note, cand.similarity if readable and cand.dense_readable else None)
+            for cand in similar_to
+            if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE
+        ]
+        similar = [Similar(note=note_view(n, before), similarity=s) for n, s in active[:SIMILAR_SHOWN]]
+        named_now = set(supersedes)
+        proposals = updates.likely_updates(note, [(n, s) for n, s in active if n.id not in named_now])
         return Remembered(
             note=note_view(note, after), changed=True, similar_active=similar,
+            likely_updates=[_likely_update(note.id, p, before) for p in proposals],
             events=[event_view(e, after) for e in events], scope_created=made,
         )  # fmt: skip
 

@@ -46,6 +46,10 @@ Stages:
    head of a better chain says (cosine ≥ `duplicate_similarity`, the same numbers) and it brings
    nothing else (no history, no prerequisite of its own). A correction, a revocation or a
    prerequisite can never be dropped here: they live inside chains, which are kept whole.
+   Then unlinked conflicts (updates.py): when the current head of one chain looks like an older value
+   of the same fact as a newer current note of another chain (same subject, or the same statement
+   with a different value) and no edge relates them, the newer chain moves to just before the older,
+   and once packed the older is marked `possibly_outdated_by` the newer (both delivered, nothing stored).
 5. Packing, greedy by chain order (after `max_chains`): each chain in turn brings its heads (or is
    omitted and listed), then its prerequisites nearest first, then its history newest first, while
    they fit; a chain already delivered whole as another's prerequisites is not repeated. The first
@@ -74,6 +78,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from . import updates
 from .chains import build_chain
 from .embedder import Embedder
 from .excerpt import excerpt
@@ -261,7 +266,10 @@ def run(
     trace.chains = dependents_first(sorted(built, key=lambda c: (-round(_score(c), 9), -_entry(c).score, c.chain_id)))
     head_vectors = {**reading.result(), **{i: along[i] for i in heads if i in along}}
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
+    outdated = updates.unlinked_conflicts(kept)
+    kept = updates.newer_first(kept, outdated)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed, query)
+    delivered = updates.mark_outdated(delivered, outdated)
     omitted += [
         Omitted(
             chain_id=c.chain_id,

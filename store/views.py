@@ -92,6 +92,12 @@ class Chain(BaseModel):
         default_factory=list, description="Prerequisites delivered in another chain of this result (ids)."
     )
     entry: Entry | None = None
+    possibly_outdated_by: str | None = Field(
+        None,
+        description="A current note of another delivered chain, newer than this chain's head, that looks like the "
+        "same fact with a different value (no edge links them): this head may be out of date. Nothing is stored.",
+    )
+    outdated_reason: str | None = Field(None, description="What differs, for `possibly_outdated_by`.")
     trimmed_history: int = Field(0, description="History entries left out to fit the budget (oldest first).")
     trimmed_prerequisites: int = Field(0, description="Prerequisites left out to fit the budget (farthest first).")
     tokens: int = 0
@@ -122,6 +128,15 @@ class Similar(BaseModel):
     similarity: float | None = Field(description="Cosine similarity; null when the model cannot read one of the texts.")
 
 
+class LikelyUpdate(BaseModel):
+    """An active note the new one likely replaces; nothing is linked until the agent makes the call."""
+
+    note: NoteView
+    similarity: float | None
+    reason: str = Field(description="Why it looks like the same fact with a different value.")
+    call: str = Field(description="The call that records it, if the agent agrees.")
+
+
 class Remembered(BaseModel):
     note: NoteView
     changed: bool = Field(
@@ -130,6 +145,12 @@ class Remembered(BaseModel):
     similar_active: list[Similar] = Field(
         description="Active notes in the same scope closest to this one. If one of them states an older "
         "value of the same fact, call `correct` on it."
+    )
+    likely_updates: list[LikelyUpdate] = Field(
+        default_factory=list,
+        description="Only when the new note looks like a new value of a fact an active note states (same subject, "
+        "or the same statement with a different value): each with why, and the `link` call that records it. "
+        "Nothing is linked on this guess.",
     )
     events: list[EventView] = Field(default_factory=list, description="Edges written with the note.")
     scope_created: bool = Field(

@@ -297,3 +297,35 @@ def test_history_with_too_little_room_for_a_clause_is_left_out_and_counted(memor
     why = memory.why_excluded(old, query=PORT_QUERY, budget_tokens=heads_only + 60)
     assert why.verdict == "excluded" and why.reasons[-1].stage == "budget"
     assert "trimmed" in why.reasons[-1].detail
+
+
+def test_recall_marks_the_older_of_two_unlinked_conflicting_current_notes_and_puts_the_newer_first(
+    memory: Memory,
+) -> None:
+    old = memory.remember(
+        Draft(text="I have added 17 new postcards to my collection since I started collecting again.", at=T0)
+    ).note
+    memory.remember(Draft(text="My stamp album holds 40 stamps from Portugal.", at=T0 + timedelta(days=1)))
+    new = memory.remember(
+        Draft(
+            text="Speaking of my hobby, I have added 25 new postcards since I started collecting again; frames come Tuesday.",
+            at=T0 + timedelta(days=2),
+        )
+    ).note
+    result = memory.recall("How many new postcards have I added to my collection?", budget_tokens=400)
+    chains = {c.heads[0].id: c for c in result.chains}
+    assert result.chains[0].heads[0].id == new.id
+    assert chains[old.id].possibly_outdated_by == new.id
+    assert chains[old.id].outdated_reason is not None and "17 → 25" in chains[old.id].outdated_reason
+    assert chains[new.id].possibly_outdated_by is None
+    # both kept, nothing stored
+    assert memory.history(old.id).events == [] and memory.history(new.id).events == []
+    assert [h.id for h in memory.history(old.id).chain.heads] == [old.id]
+
+
+def test_notes_linked_by_a_correction_are_not_marked_possibly_outdated(memory: Memory) -> None:
+    old = memory.remember(Draft(text="I have added 17 new postcards to my collection so far.", at=T0)).note
+    new = memory.correct(old.id, Draft(text="I have added 25 new postcards to my collection so far."), reason="more")
+    result = memory.recall("How many new postcards have I added to my collection?", budget_tokens=400)
+    assert [c.heads[0].id for c in result.chains][:1] == [new.note.id]
+    assert all(c.possibly_outdated_by is None for c in result.chains)

@@ -349,3 +349,48 @@ async def test_the_text_of_a_replaced_note_can_be_remembered_again(client: Clien
     await call(client, "correct", note_id=old["id"], text="The build uses Bazel", reason="migrated")
     back = await call(client, "remember", text="The build uses Gradle")  # not current any more: a new note
     assert back["changed"] and back["note"]["id"] != old["id"]
+
+
+async def test_remember_proposes_a_changed_value_of_the_same_subject_with_the_call_and_links_nothing(
+    client: Client,
+) -> None:
+    old = (await call(client, "remember", text="the service listens on 8080", subject="service.port"))["note"]
+    result = await client.call_tool("remember", {"text": "the service listens on 9090", "subject": "service.port"})
+    new = result.structured_content
+    assert new is not None
+    [proposal] = new["likely_updates"]
+    assert proposal["note"]["id"] == old["id"]
+    assert proposal["reason"] == "same subject 'service.port'; 8080 → 9090"
+    assert proposal["call"].startswith(
+        f'link(src_id="{new["note"]["id"]}", dst_id="{old["id"]}", kind="supersedes", reason='
+    )
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "Likely updates" in text and proposal["call"] in text
+    assert new["events"] == []
+    history = await call(client, "history", note_id=old["id"])
+    assert history["events"] == [] and [h["id"] for h in history["chain"]["heads"]] == [old["id"]]
+
+
+async def test_remember_proposes_an_unsubjected_numeric_update_but_not_a_merely_similar_note(client: Client) -> None:
+    old = (
+        await call(
+            client, "remember", text="I have added 17 new postcards to my collection since I started collecting again."
+        )
+    )["note"]
+    similar = await call(client, "remember", text="I have added 17 new stamps to my album since the spring fair.")
+    assert similar["likely_updates"] == []
+    assert old["id"] in [s["note"]["id"] for s in similar["similar_active"]]  # similar, and not proposed
+    plain = await call(client, "remember", text="I love collecting postcards from my trips with my family.")
+    assert plain["likely_updates"] == []
+    new = await call(
+        client, "remember",
+        text="By the way, I have added 25 new postcards to my collection since I started collecting again!",
+    )  # fmt: skip
+    assert [u["note"]["id"] for u in new["likely_updates"]] == [old["id"]]
+    assert "17 → 25" in new["likely_updates"][0]["reason"]
+    assert (await call(client, "history", note_id=old["id"]))["events"] == []
+
+
+async def test_instructions_mention_likely_updates_and_possibly_outdated_chains(client: Client) -> None:
+    instructions = client.instructions
+    assert instructions is not None and "likely_updates" in instructions and "POSSIBLY" in instructions

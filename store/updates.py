@@ -1,0 +1,284 @@
+"""Likely updates: does a note look like a newer value of a fact another note states?
+
+A pure detector over texts (no store, no model). Two notes look like one fact with different values
+when
+- they share a subject (compared case-insensitively) and their values differ: "same subject
+  'service.port'; 8080 → 9090"; or
+- a statement (a sentence) of one and a statement of the other say the same thing around a value
+  and differ in that value: content words in common, the same words on either side of the value,
+  and a value in each that the other statement lacks ("I've already bought three tops from H&M" →
+  "I've already got five tops from H&M").
+Values are numbers, written as digits or as words ("five", "fifth", "twice"; "5th" reads as 5), with
+what is glued to them ("$400", "6:00", "70-200mm"). A text without values (or with the same values)
+is never proposed: two notes that merely say similar things are not an update of one another.
+
+`likely_updates` ranks the candidates a write already found (the similar active notes) and says of
+each that qualifies why; `conflict` asks the same of two notes, which recall uses to mark the older
+of two current notes that contradict each other with no edge between them. Neither stores anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .model import ChainStatus, Note
+from .views import Chain, NoteView
+
+MAX_PROPOSALS = 3  # a write proposes at most this many notes it may replace, best first
+# Two statements state one fact when they share MIN_SHARED content words, at least MIN_OVERLAP of
+# the shorter one's, and a changed value sits in the same words: the FRAME tokens on each side of it
+# in both match for at least MIN_FRAME ("bought three tops from" / "got five tops from": 3.4). Chosen
+# on LongMemEval's knowledge updates and seed 000's near-neighbours for precision first
+# (bench/longmemeval_ku.py, "Likely updates"; docs/benchmarks.md).
+MIN_SHARED = 2
+MIN_OVERLAP = 0.3
+FRAME = 3
+COUNTED = 2
+MIN_FRAME = 2.8
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+|\s[-–—]+\s|:\s")
+_TOKEN = re.compile(r"\$?\d[\d,]*(?:[.:/-]\d+)*[a-z%]*|[a-z][a-z'’]*")
+_NUMBER_WORDS = {
+    "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8", "nine": "9",
+    "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13", "fourteen": "14", "fifteen": "15",
+    "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30",
+    "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+    "hundred": "100", "thousand": "1000", "dozen": "12", "twice": "2", "thrice": "3", "once": "1",
+    "third": "3", "fourth": "4", "fifth": "5", "sixth": "6", "seventh": "7", "eighth": "8", "ninth": "9",
+    "tenth": "10",
+}  # fmt: skip
+# "one" and "first"/"second" are left out: "a new one", "my first time", "a second" rarely count anything.
+_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+_STOP_WORDS = """a about above after again against all also am an and any are aren't as at be because been before being
+    below between both but by can can't could did didn't do does doesn't doing don't down during each few for
+    from further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him
+    himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself just let's me more most
+    mustn't my myself no nor not now of off on only or other ought our ours ourselves out over own same shan't
+    she she'd she'll she's should shouldn't so some such than that that's the their theirs them themselves then
+    there there's these they they'd they'll they're they've this those through to too under until up very was
+    wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while who who's
+    whom why why's will with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
+    actually already really way by anyway also still just lately recently now currently been got get getting
+    think thinking know like well thanks thank great good yes oh speaking much many lot lots one ones"""
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+@dataclass(frozen=True)
+class Change:
+    """Why a newer note looks like an update of an older one."""
+
+    older: set[str] | frozenset[str]
+    newer: set[str] | frozenset[str]
+    subject: str | None = None
+    older_statement: str | None = None
+    newer_statement: str | None = None
+
+    @property
+    def reason(self) -> str:
+        values = f"{_values(self.older)} → {_values(self.newer)}"
+        if self.subject is not None:
+            return f"same subject {self.subject!r}; {values}"
+        return f"{values} in the same statement: {_quote(self.older_statement)} → {_quote(self.newer_statement)}"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    note: Note
+    similarity: float | None
+    change: Change
+
+
+def likely_updates(new: Note, candidates: Sequence[tuple[Note, float | None]]) -> list[Proposal]:
+    """The candidates (older active notes, with their similarity to `new`) that `new` likely replaces, best first.
+
+    At most MAX_PROPOSALS; a candidate recorded after `new`, or `new` itself, is never proposed."""
+    found = []
+    for note, similarity in candidates:
+        if note.id == new.id or note.recorded_at > new.recorded_at:
+            continue
+        change = conflict(note, new)
+        if change is not None:
+            found.append(Proposal(note, similarity, change))
+    found.sort(key=lambda p: (p.change.subject is None, -(p.similarity or 0.0), p.note.id))
+    return found[:MAX_PROPOSALS]
+
+
+def conflict(older: Note, newer: Note) -> Change | None:
+    """How `newer` looks like a new value of the fact `older` states, or None when it does not."""
+    if older.text.strip() == newer.text.strip():
+        return None
+    if older.subject and newer.subject and older.subject.strip().casefold() == newer.subject.strip().casefold():
+        old_values, new_values = _all_values(older.text), _all_values(newer.text)
+        if old_values != new_values:
+            return Change(old_values - new_values, new_values - old_values, subject=newer.subject)
+        return None
+    return _statement_change(older.text, newer.text)
+
+
+@dataclass(frozen=True)
+class _Statement:
+    text: str
+    tokens: tuple[str, ...]  # lower-cased, values normalised
+    values: frozenset[str]
+    words: frozenset[str]  # content words, crudely stemmed
+
+
+@functools.lru_cache(maxsize=4096)
+def _statements(text: str) -> tuple[_Statement, ...]:
+    out = []
+    for part in _SENTENCE.split(text):
+        tokens = [_normal(t) for t in _TOKEN.findall(part.lower())]
+        values = frozenset(t for t in tokens if _is_value(t))
+        words = frozenset(_stem(t) for t in tokens if not _is_value(t) and len(t) > 2 and t not in _STOP)
+        if values and words:
+            out.append(_Statement(part.strip(), tuple(tokens), values, words))
+    return tuple(out)
+
+
+def _statement_change(older: str, newer: str) -> Change | None:
+    best: tuple[float, Change] | None = None
+    for new in _statements(newer):
+        for old in _statements(older):
+            gone, came = old.values - new.values, new.values - old.values
+            if not gone or not came:
+                continue  # the same values, or one added beside them: not a new value of them
+            shared = new.words & old.words
+            if len(shared) < MIN_SHARED or len(shared) < MIN_OVERLAP * min(len(new.words), len(old.words)):
+                continue
+            frame = max(_frame_match(a, b) for a in _frames(old, gone) for b in _frames(new, came))
+            if frame >= MIN_FRAME and (best is None or frame > best[0]):
+                best = (frame, Change(gone, came, older_statement=old.text, newer_statement=new.text))
+    return best[1] if best else None
+
+
+def _frames(statement: _Statement, values: frozenset[str]) -> list[tuple[set[str], set[str], set[str]]]:
+    """The words just before and just after each occurrence of `values` (FRAME tokens each side), and the
+    content words among the COUNTED tokens after it (what the value counts)."""
+    tokens = statement.tokens
+    out = []
+    for i, token in enumerate(tokens):
+        if token in values:
+            before = {t for t in tokens[max(0, i - FRAME) : i] if not _is_value(t)}
+            after = {t for t in tokens[i + 1 : i + 1 + FRAME] if not _is_value(t)}
+            counted = {_stem(t) for t in tokens[i + 1 : i + 1 + COUNTED] if _content(t)}
+            out.append((before, after, counted))
+    return out
+
+
+def _frame_match(a: tuple[set[str], set[str], set[str]], b: tuple[set[str], set[str], set[str]]) -> float:
+    """How alike two values' surroundings are: each word in common on the same side counts 1, a stop word 0.4;
+    0 when what the values count differs (each has a content word right after it that the other lacks:
+    "17 new postcards" and "17 new stamps")."""
+    if (a[2] - b[2]) and (b[2] - a[2]):
+        return 0.0
+    return sum(0.4 if w in _STOP else 1.0 for side in (0, 1) for w in a[side] & b[side])
+
+
+def _all_values(text: str) -> frozenset[str]:
+    return frozenset(t for t in (_normal(t) for t in _TOKEN.findall(text.lower())) if _is_value(t))
+
+
+def _normal(token: str) -> str:
+    token = _NUMBER_WORDS.get(token, token)
+    ordinal = _ORDINAL.match(token)
+    return ordinal.group(1) if ordinal else token.rstrip(".,")
+
+
+def _content(token: str) -> bool:
+    return not _is_value(token) and len(token) > 2 and token not in _STOP
+
+
+def _is_value(token: str) -> bool:
+    return any(c.isdigit() for c in token)
+
+
+def _stem(word: str) -> str:
+    word = word.replace("’", "'").removesuffix("'s")
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _values(values: set[str] | frozenset[str]) -> str:
+    return ", ".join(sorted(values)) if values else "(none)"
+
+
+def _quote(text: str | None, limit: int = 80) -> str:
+    text = " ".join((text or "").split())
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+# -- recall: current notes of different chains that look like one fact ------------------------------
+
+
+@dataclass(frozen=True)
+class Outdated:
+    """A chain whose head looks replaced by a newer current note of another chain, with no edge between them."""
+
+    chain_id: str
+    by: str  # the newer note
+    by_chain: str
+    reason: str
+
+
+def unlinked_conflicts(chains: Sequence[Chain]) -> dict[str, Outdated]:
+    """Chain id → the newest current note of another chain that looks like a new value of one of its heads.
+
+    Only chains with current heads take part; two notes an edge relates (one refines or needs the
+    other) are not compared: the writer said how they relate."""
+    outdated: dict[str, Outdated] = {}
+    newest: dict[str, NoteView] = {}
+    current = [c for c in chains if c.status is ChainStatus.CURRENT and c.heads]
+    for i, first in enumerate(current):
+        for second in current[i + 1 :]:
+            for a in first.heads:
+                for b in second.heads:
+                    older, newer = (a, b) if a.recorded_at <= b.recorded_at else (b, a)
+                    older_chain, newer_chain = (first, second) if older is a else (second, first)
+                    if _related(older_chain, newer_chain) or older.recorded_at == newer.recorded_at:
+                        continue
+                    change = conflict(older, newer)
+                    if change is None:
+                        continue
+                    known = newest.get(older_chain.chain_id)
+                    if known is None or newer.recorded_at > known.recorded_at:
+                        newest[older_chain.chain_id] = newer
+                        outdated[older_chain.chain_id] = Outdated(
+                            older_chain.chain_id, newer.id, newer_chain.chain_id, change.reason
+                        )
+    return outdated
+
+
+def _related(a: Chain, b: Chain) -> bool:
+    ids_a = {h.id for h in a.heads} | {p.id for p in a.prerequisites} | {r for h in a.heads for r in h.refines}
+    ids_b = {h.id for h in b.heads} | {p.id for p in b.prerequisites} | {r for h in b.heads for r in h.refines}
+    return bool(ids_a & {h.id for h in b.heads}) or bool(ids_b & {h.id for h in a.heads})
+
+
+def newer_first(chains: Sequence[Chain], outdated: dict[str, Outdated]) -> list[Chain]:
+    """The chains in their order, except that a chain holding a newer value moves to just before the
+    first chain it outdates: an agent reads the newer value first."""
+    position = {c.chain_id: i for i, c in enumerate(chains)}
+    lift: dict[str, int] = {}  # newer chain id → where it goes
+    for o in outdated.values():
+        if o.by_chain in position and position[o.by_chain] > position[o.chain_id]:
+            lift[o.by_chain] = min(lift.get(o.by_chain, len(chains)), position[o.chain_id])
+    ordered: list[Chain] = []
+    for i, chain in enumerate(chains):
+        ordered += [chains[position[c]] for c in sorted(lift, key=lambda c: position[c]) if lift[c] == i]
+        if chain.chain_id not in lift:
+            ordered.append(chain)
+    return ordered
+
+
+def mark_outdated(delivered: Sequence[Chain], outdated: dict[str, Outdated]) -> list[Chain]:
+    """Each delivered chain that a delivered newer note looks to outdate, marked; both stay."""
+    shown = {h.id for c in delivered for h in c.heads}
+    out = []
+    for chain in delivered:
+        o = outdated.get(chain.chain_id)
+        if o is not None and o.by in shown:
+            chain = chain.model_copy(update={"possibly_outdated_by": o.by, "outdated_reason": o.reason})
+        out.append(chain)
+    return out

@@ -170,9 +170,16 @@ def chain_card(here: Here, c: Chain, hands: bool = False) -> str:
     trimmed = c.trimmed_history + c.trimmed_prerequisites
     more = f'<p class="meta">{trimmed} more left out to fit the budget.</p>' if trimmed else ""
     status = STATUS_WORDS.get(c.status.value, c.status.value)
+    suspect = ""
+    if c.possibly_outdated_by:  # recall saw a newer current note state another value, with no edge between them
+        why = f" ({e(c.outdated_reason)})" if c.outdated_reason else ""
+        suspect = (
+            f'<p class="suspect">POSSIBLY OUTDATED by <a href="{here.chain_url(c.possibly_outdated_by)}">a newer note</a>'
+            f"{why}: nothing links the two. If it does replace this one, correct or link it.</p>"
+        )
     return (
         f'<section class="chain {e(c.status.value)}"><h2><a href="{here.chain_url(c.chain_id)}">{e(title_of(c))}</a> '
-        f'<span class="status">{e(status)}</span></h2><ul>{"".join(items)}</ul>{more}</section>'
+        f'<span class="status">{e(status)}</span></h2>{suspect}<ul>{"".join(items)}</ul>{more}</section>'
     )
 
 

@@ -187,3 +187,16 @@ def test_a_contested_chain_and_an_unsure_note_are_visible(memory: Memory) -> Non
         page = client.get(f"/chain/{old.id}").text
     assert '<section class="chain contested">' in page and "CONTESTED: its current notes disagree" in page
     assert page.count('<li class="note now">') == 2 and '<span class="unsure">confidence 0.40</span>' in page
+
+
+def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated(memory: Memory) -> None:
+    memory.remember(Draft(text="I have added 17 new postcards to my collection since I started collecting again."),
+                    scope="ops")  # fmt: skip
+    memory.remember(
+        Draft(text="Speaking of my hobby, I have added 25 new postcards since I started collecting again."), scope="ops"
+    )
+    with browse(memory) as client:
+        page = client.get("/?scope=ops&q=How+many+new+postcards+have+I+added%3F").text
+    first, second = page.split('<section class="chain')[1:3]
+    assert "25 new postcards" in first and "POSSIBLY OUTDATED" not in first
+    assert "17 new postcards" in second and "POSSIBLY OUTDATED by" in second and "17 → 25" in second

@@ -6,7 +6,7 @@ import gc
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +32,7 @@ from corrigenda.store.model import (
 )
 from corrigenda.store.views import (
     Changes,
+    Confirmed,
     Corrected,
     Exclusion,
     Forgotten,
@@ -45,8 +46,10 @@ from corrigenda.store.views import (
     StateFilter,
 )
 from corrigenda.store.where import SCOPE_MAX
+from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp_types import (
     CallToolResult,
@@ -205,9 +208,77 @@ IDEMPOTENT = ToolAnnotations(read_only_hint=False, destructive_hint=False, idemp
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
+class Answer(BaseModel):
+    """The person's answer to "does the new note replace the older one?"."""
+
+    answer: Literal["replaces", "refines", "keep both"] = Field(
+        title="The new note…",
+        description="replaces: the older note becomes history; refines: it adds detail, both stay current; "
+        "keep both: they are different facts.",
+    )
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the person is asked about a likely update: the message, and the older note it names."""
+
+    message: str
+    note_id: str
+
+
+# (context, the note to be remembered, the scope the call names, the notes it supersedes) → the question
+AskAbout = Callable[[Context, Draft, str | None, list[str]], Awaitable[Question | None]]
+
+
 @dataclass
 class AppContext:
     memory: Memory
+    ask_about: AskAbout | None = None  # set when the ask_on_update setting is on
+
+
+def can_elicit(ctx: Context) -> bool:
+    """Whether the client declared form elicitation (a bare `elicitation: {}` counts, url-only does not)."""
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+async def likely_update_question(
+    ctx: Context,
+    text: str,
+    scope: str | None,
+    kind: str,
+    subject: str | None,
+    tags: list[str],
+    source: str | None,
+    confidence: float,
+    valid_from: datetime | None,
+    valid_until: datetime | None,
+    supersedes: list[str],
+) -> Question | None:
+    """`remember`'s question to the person about the note its draft most likely replaces; None when the
+    server is not set to ask, the client cannot ask, or nothing looks replaced. It stores nothing: the
+    SDK may run it again on each round of one call."""
+    app: AppContext = ctx.request_context.lifespan_context  # type: ignore[assignment]
+    if app.ask_about is None or not can_elicit(ctx):
+        return None
+    draft = Draft(
+        text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
+        valid_from=valid_from, valid_until=valid_until,
+    )  # fmt: skip
+    return await app.ask_about(ctx, draft, scope, supersedes)
+
+
+async def ask_person(question: Annotated[Question | None, Resolve(likely_update_question)]) -> Elicit[Answer] | None:
+    """Ask the question, if there is one (the SDK sends it in the way the client's protocol version takes)."""
+    return None if question is None else Elicit(question.message, Answer)
+
+
+def person_answer(outcome: ElicitationResult[Answer]) -> str:
+    """The answer to record: the person's choice, or that they declined or cancelled."""
+    if isinstance(outcome, AcceptedElicitation):
+        return str(outcome.data.answer)
+    return "declined" if isinstance(outcome, DeclinedElicitation) else "cancelled"
 
 
 def _result(model: BaseModel, text: str) -> CallToolResult:
@@ -290,7 +361,7 @@ def build_server(
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         memory = memory_factory(settings)
         try:
-            yield AppContext(memory=memory)
+            yield AppContext(memory=memory, ask_about=ask_about if settings.ask_on_update else None)
         finally:
             # On object storage a forget answers before its erasure is done, and a compaction holds the
             # upkeep lease every server's erasures wait for: finish both before stopping.
@@ -321,6 +392,12 @@ def build_server(
                 )
             log.info("session scope %r, from %s", *session_scopes[session])
         return session_scopes[session][0]
+
+    async def ask_about(ctx: Context, draft: Draft, scope: str | None, supersedes: list[str]) -> Question | None:
+        """The question about the note a remember would most likely replace (the first of its likely updates)."""
+        where = await scope_for(ctx, scope)
+        found = await call(ctx, "remember", lambda m: m.likely_updates(draft, scope=where, supersedes=supersedes))
+        return Question(render.update_question(draft, found[0]), found[0].note.id) if found else None
 
     async def on_roots_changed(ctx: Any, params: NotificationParams) -> None:
         session_scopes.pop(ctx.session, None)  # the next call asks again
@@ -367,6 +444,9 @@ def build_server(
     @tool(APPEND, "Remember a note")
     async def remember(
         ctx: Context,
+        # Filled before the body runs, not by the client (the SDK's resolvers): the person's answer, when asked.
+        question: Annotated[Question | None, Resolve(likely_update_question)],
+        answer: Annotated[ElicitationResult[Answer], Resolve(ask_person)],
         text: Text,
         scope: Scope = None,
         kind: Kind = "fact",
@@ -397,7 +477,26 @@ def build_server(
         scope = await scope_for(ctx, scope)
         r = await call(ctx, "remember", lambda m: m.remember(draft, scope=scope, supersedes=supersedes,
                        depends_on=depends_on, reason=reason, actor=client_name(ctx)))  # fmt: skip
+        if question is not None and r.changed:
+            r = await record_answer(ctx, r, question, person_answer(answer))
         return _result(r, render.remembered(r))
+
+    async def record_answer(ctx: Context, r: Remembered, question: Question, answer: str) -> Remembered:
+        """The person's answer recorded: replaces or refines link the new note to the older one, with the
+        person as actor and the question as reason, if the older note is still among the likely updates
+        of the note stored. An answer (not a decline or cancel) settles that proposal."""
+        proposed = {u.note.id for u in r.likely_updates}
+        event = None
+        if answer in ("replaces", "refines") and question.note_id in proposed:
+            kind = "supersedes" if answer == "replaces" else "refines"
+            linked = await call(ctx, "remember", lambda m: m.link(src_id=r.note.id, dst_id=question.note_id,
+                                kind=kind, reason=question.message, actor=settings.person_actor))  # fmt: skip
+            event = linked.event
+        left = r.likely_updates
+        if answer in ("replaces", "refines", "keep both"):
+            left = [u for u in r.likely_updates if u.note.id != question.note_id]
+        confirmed = Confirmed(note_id=question.note_id, question=question.message, answer=answer, event=event)
+        return r.model_copy(update={"confirmed": confirmed, "likely_updates": left})
 
     @tool(APPEND, "Correct a note")
     async def correct(

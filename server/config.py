@@ -114,6 +114,13 @@ class Settings(BaseSettings):
         "marked as a person: 'person:NAME'. Default: your login name.",
     )
 
+    ask_on_update: bool = Field(
+        False,
+        description="When `remember` finds that a new note likely replaces an active one, ask the person "
+        "(through the client, if it can ask) whether it replaces it, refines it, or both stay; the answer "
+        "is recorded as an edge by 'person:NAME'. Off: the proposals are returned, nothing asked.",
+    )
+
     @property
     def person_actor(self) -> str:
         """The actor of a person's own writes: their name, marked as a person's (never an agent's)."""

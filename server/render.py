@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from corrigenda.store.model import Draft
 from corrigenda.store.views import (
     Chain,
     Changes,
@@ -17,6 +18,7 @@ from corrigenda.store.views import (
     HistoryEntry,
     Imported,
     LifecycleChange,
+    LikelyUpdate,
     Linked,
     NoteHistory,
     NoteList,
@@ -112,6 +114,27 @@ def _omitted(omitted: list[Omitted]) -> str:
     return "Omitted: " + "; ".join(parts) + "."
 
 
+QUOTED = 300  # characters of a note's text a question quotes
+
+
+def _quoted(text: str) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= QUOTED else text[: QUOTED - 1] + "…")
+
+
+def update_question(new: Draft, update: LikelyUpdate) -> str:
+    """The question `remember` asks the person when its note likely replaces an older one; it names both
+    notes and why, and is kept as the reason of the edge their answer records."""
+    old = update.note
+    about = f" (subject {new.subject})" if new.subject else ""
+    return (
+        f"A new note is being remembered{about}: {_quoted(new.text)}.\n"
+        f"It looks like a new value of note {old.id}, recorded {_day(old.recorded_at)}: {_quoted(old.text)}.\n"
+        f"Why: {update.reason}.\n"
+        "Does the new note replace the older one, refine it (add detail; both stay current), or should both stay?"
+    )
+
+
 def remembered(r: Remembered) -> str:
     if not r.changed:
         return f"Already remembered in scope {r.note.scope}, unchanged: {_note(r.note)}"
@@ -119,6 +142,13 @@ def remembered(r: Remembered) -> str:
     if r.scope_created:
         lines.append(f"Scope {r.note.scope!r} held nothing before: this note made it.")
     lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]
+    if r.confirmed is not None:
+        c = r.confirmed
+        lines.append(f"Asked the person whether it replaces {c.note_id}; answer: {c.answer}.")
+        if c.event is not None:
+            lines.append(f"  recorded: edge {c.event.kind.value} {c.event.src} -> {c.event.dst} by {c.event.actor}")
+        else:
+            lines.append("  no edge recorded")
     if r.likely_updates:
         lines.append(
             "Likely updates: your note looks like a new value of these. If so, record it (nothing is linked yet):"

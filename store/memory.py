@@ -28,7 +28,7 @@ from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
 from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
-from .recall import RetrievalSettings, Trace
+from .recall import Candidate, RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
     Changes,
@@ -89,6 +89,9 @@ def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concaten
             raise outage from exc
 
     return operation
+
+
+NEW_NOTE = "<new note id>"  # the new note in a likely update's call, before it is stored
 
 
 def _likely_update(new_id: str, proposal: updates.Proposal, folded: Fold) -> LikelyUpdate:
@@ -175,14 +178,8 @@ class Memory:
                 raise InvalidArgument(field, "lists a note more than once")
         embedding = self._embedding(note.text)
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
-        searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
-        candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, functools.partial(self._found, scope), note.text, scope, None, searched,
-            embedding.result,
-        )  # fmt: skip
+        candidates, readable, similar_to, identical = self._search_similar(note, embedding)
         vector = embedding.result()
-        similar_to = [c for c in candidates.values() if c.qualified]
-        identical = [c.note for c in candidates.values() if c.note.text == note.text]
         before = self._load(scope, now, [*named.values(), *(c.note for c in similar_to), *identical])
         self._exist(before, named, {"supersedes": supersedes, "depends_on": depends_on})
         same = self._current_among(identical, before)
@@ -200,11 +197,7 @@ class Memory:
         made = not candidates and not named and not self.graphs.get(scope).events and scope not in self.tables.scopes()
         after = self._write(before, events, (note, vector, readable))
         self._refuse_if_raced(before, events, note, {"supersedes": supersedes, "depends_on": depends_on}, actor)
-        active = [
-            (cand.note, cand.similarity if readable and cand.dense_readable else None)
-            for cand in similar_to
-            if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE
-        ]
+        active = self._active(similar_to, readable, before)
         similar = [Similar(note=note_view(n, before), similarity=s) for n, s in active[:SIMILAR_SHOWN]]
         named_now = set(supersedes)
         proposals = updates.likely_updates(note, [(n, s) for n, s in active if n.id not in named_now])
@@ -213,6 +206,25 @@ class Memory:
             likely_updates=[_likely_update(note.id, p, before) for p in proposals],
             events=[event_view(e, after) for e in events], scope_created=made,
         )  # fmt: skip
+
+    @_operation
+    def likely_updates(
+        self, draft: Draft, scope: str = "default", supersedes: Sequence[str] = ()
+    ) -> list[LikelyUpdate]:
+        """What `remember(draft, scope, supersedes)` would now propose under `likely_updates`, without
+        storing anything: the active notes the draft's note would likely replace, best first. Their
+        `call` names the new note `<new note id>`, since it has none yet. Nothing when a current note
+        already has exactly the draft's text (`remember` would store nothing)."""
+        scope = check_scope(scope)
+        now = self.clock()
+        note = self._new_note(draft, scope, None, now)
+        _, readable, similar_to, identical = self._search_similar(note, self._embedding(note.text))
+        before = self._load(scope, now, [*(c.note for c in similar_to), *identical])
+        if self._current_among(identical, before) is not None:
+            return []
+        named = set(supersedes)
+        active = [(n, s) for n, s in self._active(similar_to, readable, before) if n.id not in named]
+        return [_likely_update(NEW_NOTE, p, before) for p in updates.likely_updates(note, active)]
 
     @_operation
     def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> list[NoteView]:
@@ -606,6 +618,29 @@ class Memory:
         self._written.version = version
         at = max([before.at, *(n.recorded_at for n in new_notes)])
         return fold([*before.notes.values(), *new_notes], [*before.events, *events], at)
+
+    def _search_similar(
+        self, note: Note, embedding: Future[list[float]]
+    ) -> tuple[Mapping[str, Candidate], bool, list[Candidate], list[Note]]:
+        """A write's similar-notes search in its note's scope: the candidates, whether the model could
+        read the note, those that qualify as similar, and those with exactly its text."""
+        searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
+        candidates, readable = recall.find_candidates(
+            self.tables, self.embedder, functools.partial(self._found, note.scope), note.text, note.scope, None,
+            searched, embedding.result,
+        )  # fmt: skip
+        similar_to = [c for c in candidates.values() if c.qualified]
+        identical = [c.note for c in candidates.values() if c.note.text == note.text]
+        return candidates, readable, similar_to, identical
+
+    @staticmethod
+    def _active(similar_to: Sequence[Candidate], readable: bool, before: Fold) -> list[tuple[Note, float | None]]:
+        """The similar notes that are active, with their similarity (None where it was not measured)."""
+        return [
+            (cand.note, cand.similarity if readable and cand.dense_readable else None)
+            for cand in similar_to
+            if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE
+        ]
 
     def _embedding(self, text: str) -> Future[list[float]]:
         """A write's note embedded beside the reads it makes first, which mostly wait on the store:

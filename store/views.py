@@ -137,6 +137,18 @@ class LikelyUpdate(BaseModel):
     call: str = Field(description="The call that records it, if the agent agrees.")
 
 
+class Confirmed(BaseModel):
+    """What the person answered when asked whether a new note replaces a likely-updated one."""
+
+    note_id: str = Field(description="The older note the person was asked about.")
+    question: str = Field(description="The question as the person saw it; kept as the edge's reason.")
+    answer: Literal["replaces", "refines", "keep both", "declined", "cancelled"] = Field(
+        description="replaces: a supersedes edge new → old; refines: a refines edge; keep both, declined, "
+        "cancelled: no edge."
+    )
+    event: EventView | None = Field(None, description="The edge recorded, with the person as its actor.")
+
+
 class Remembered(BaseModel):
     note: NoteView
     changed: bool = Field(
@@ -155,6 +167,11 @@ class Remembered(BaseModel):
     events: list[EventView] = Field(default_factory=list, description="Edges written with the note.")
     scope_created: bool = Field(
         False, description="True when the scope held nothing before: this write made it (check its spelling)."
+    )
+    confirmed: Confirmed | None = Field(
+        None,
+        description="Set when the person was asked whether this note replaces a likely-updated one "
+        "(the server's ask_on_update setting): their answer and the edge it recorded.",
     )
 
 

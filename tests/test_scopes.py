@@ -7,7 +7,7 @@ import json
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -27,10 +27,10 @@ from mcp_types import ListRootsResult, Root
 from starlette.testclient import TestClient
 
 from .conftest import call, call_error
+from .test_browse import T0, Clock
 from .test_cli import run
 
 pytestmark = pytest.mark.anyio
-T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 
 # What VS Code's ${workspaceFolderBasename} or a root can hand over, SQL's quote and escape included.
 NAMES = ["My Project", "café", "项目", "O'Brien's notes", "back\\slash", "100% _done_", "a/b", "'; DROP TABLE notes --"]
@@ -136,18 +136,6 @@ async def test_scopes_counts_notes_and_events_per_scope(client: Client) -> None:
     assert counts == {"office": (2, 1), "floor": (1, 0)}
     assert [s["scope"] for s in listed["scopes"]] == ["floor", "office"]  # the most recently changed first
     assert listed["default_scope"] == "default"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def at(self, hours: float) -> datetime:
-        self.now = T0 + timedelta(hours=hours)
-        return self.now
 
 
 def test_scopes_come_a_page_at_a_time_the_most_recently_changed_first(

@@ -248,9 +248,17 @@ class Pools:
         self.retractable += [e[0] for e in ack["events"] if e[1] in ("revokes", "supersedes")]
 
 
-def choose_write(rng: random.Random, text: str, pools: Pools) -> tuple[str, dict[str, Any]]:
-    """A random write as a tool's name and arguments (`call_memory` gives them to the `Memory` method of that name)."""
+MIXES = ("all", "remember-heavy")  # the servers part's writes: every kind, or five remembers to one correct
+
+
+def choose_write(rng: random.Random, text: str, pools: Pools, mix: str = "all") -> tuple[str, dict[str, Any]]:
+    """A random write as a tool's name and arguments (`call_memory` gives them to the `Memory` method of that name):
+    with `mix` "all", every kind of write; "remember-heavy", five remembers to one correct, as agents call them."""
     shared, roll = pools.shared, rng.random()
+    if mix == "remember-heavy":
+        if roll < 1 / 6 and shared:
+            return "correct", {"note_id": rng.choice(shared), "text": text, "reason": "a newer value", "fork": True}
+        roll = 1.0  # a remember, drawn as in the full mix
     if roll < 0.12 and pools.mine:
         return "forget", {"note_id": pools.mine.pop(rng.randrange(len(pools.mine))), "reason": "the user asked"}
     if roll < 0.30 and shared:
@@ -1040,13 +1048,13 @@ def listening(port: int) -> bool:
 
 async def drive_server(
     server: Server, others: Sequence[Server], writes: int, rng: random.Random, pools: Pools, ledger: Ledger,
-    result: PhaseResult,
+    result: PhaseResult, mix: str = "all",
 ) -> None:  # fmt: skip
-    """Write to one server through its client (`pools` shares notes between servers); after each write
-    that stored a note, ask the next server for it: it must see it at once."""
+    """Write to one server through its client (`pools` shares notes between servers; `mix`: see
+    `choose_write`); after each write that stored a note, ask the next server for it: it must see it at once."""
     mine = Pools(shared=pools.shared, retractable=pools.retractable)  # its own notes to forget
     for i in range(writes):
-        op, args = choose_write(rng, note_text(rng, f"server {server.k} write {i}"), mine)
+        op, args = choose_write(rng, note_text(rng, f"server {server.k} write {i}"), mine, mix)
         started = time.perf_counter()
         message = await call_tool(server.client, op, args)
         if op == "forget" and message["kind"] == "failed":  # as a user would: its delete may have landed
@@ -1088,9 +1096,11 @@ async def call_tool(client: Client, op: str, args: dict[str, Any]) -> dict[str, 
 def servers_phase(
     root: Path, servers: int, writes: int, seed: int, db: str | None = None, transport: str = "stdio",
     env: Mapping[str, str] | None = None, embedder: Embedder | None = None, gate: str | None = None,
+    mix: str = "all",
 ) -> PhaseResult:  # fmt: skip
     """`servers` real servers on one store (`db`, default a directory under `root`; `env` reaches them
-    and must already be in this process's environment for an object store), all writing at once. With
+    and must already be in this process's environment for an object store), all writing at once, their
+    writes drawn from `mix` (`choose_write`). With
     `gate`, the endpoint of a local S3 API (bench/local_s3.py), also how many commits it refused and
     the requests it served during the writes, by kind."""
     import anyio
@@ -1117,7 +1127,7 @@ def servers_phase(
                 for server in running:
                     rng = random.Random(f"{seed}/server/{server.k}")
                     others = [s for s in running if s is not server]
-                    group.start_soon(drive_server, server, others, writes, rng, pools, ledger, result)
+                    group.start_soon(drive_server, server, others, writes, rng, pools, ledger, result, mix)
             if gate:
                 after = gate_counts(gate)
                 tried, refused = (after[k] - before[k] for k in ("conditional_writes", "refused_writes"))
@@ -1702,12 +1712,17 @@ def servers_table(payload: Mapping[str, Any]) -> str:
     bucket = phase.get("bucket_requests")
     settings = payload["settings"]
     said = (
-        f"{settings['servers']} servers × {settings['writes']} writes over {settings['transport']}; "
+        f"{settings['servers']} servers × {settings['writes']} writes over {settings['transport']}"
+        f"{' (' + settings['mix'] + ' mix)' if settings.get('mix', 'all') != 'all' else ''}; "
         f"lost {phase['lost']}, duplicated {phase['duplicated']}, corrupt {phase['corrupt']}, "
         f"leaked {phase['leaked_bytes']}, failed calls {phase['failed_calls']}"
     )
     if bucket:
         said += f"; bucket requests during the writes {bucket['during the writes']:,}, {bucket['per write']} a write"
+        writes = bucket["during the writes"] / bucket["per write"] if bucket["per write"] else 0
+        kinds = [(k, n) for k, n in bucket.items() if k not in ("during the writes", "per write")]
+        if writes and kinds:
+            said += " (" + ", ".join(f"{k} {n / writes:.1f}" for k, n in kinds) + ")"
     return f"{said}\n\n{table}"
 
 
@@ -1779,6 +1794,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--local-s3-dispatcher", action="store_true",
         help="--local-s3 with moto's dispatcher in front of S3, as its own server has it (the rig before 2026-12-03)",
     )  # fmt: skip
+    parser.add_argument(
+        "--mix", choices=MIXES, default="all",
+        help="the servers part's writes: every kind (all), or five remembers to one correct (remember-heavy)",
+    )  # fmt: skip
     parser.add_argument("--transfer-notes", type=int, default=2000, help="notes of the store the transfer kills export")
     parser.add_argument("--import-kills", type=int, default=20, help="kill -9 trials of `corrigenda import`")
     parser.add_argument(
@@ -1801,7 +1820,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seed": args.seed, "kills": per_phase * len(KILL_PHASES), "kills_per_phase": per_phase,
         "servers": args.servers, "writes": args.writes, "race_rounds": args.race_rounds,
         "kill_within_s": KILL_WITHIN_S, "embedder": StandInEmbedder.name, "parts": args.parts,
-        "transport": args.transport, "db": args.db or ("local S3" if args.local_s3 else "a temp directory"),
+        "transport": args.transport, "mix": args.mix,
+        "db": args.db or ("local S3" if args.local_s3 else "a temp directory"),
         "local_s3_dispatcher": args.local_s3_dispatcher, "transfer_notes": args.transfer_notes,
         "import_kills": args.import_kills, "export_kills_per_form": args.export_kills,
     }  # fmt: skip
@@ -1821,7 +1841,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 db = args.db or (f"s3://{LOCAL_BUCKET}/faults-{int(time.time())}" if env else None)
                 gate = env.get("AWS_ENDPOINT_URL") if env else None
                 results.append(
-                    servers_phase(root, args.servers, args.writes, args.seed, db, args.transport, env, gate=gate)
+                    servers_phase(
+                        root, args.servers, args.writes, args.seed, db, args.transport, env, gate=gate, mix=args.mix
+                    )
                 )
         if "race" in parts:
             (root / "race").mkdir(parents=True, exist_ok=True)

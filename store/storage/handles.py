@@ -263,6 +263,8 @@ class Handles(Indexes):
                 break
             ids = rows["id"].to_pylist()
             self._catch_up(table)  # what landed after this write too: an overwrite comes later
+            if self._view(table).version == version:
+                break  # nothing landed after it: its rows are in the latest version, which it made
             there = set(self._scan(table, ["id"], where.id_in(ids))["id"].to_pylist())
             if len(there) == len(set(ids)):
                 break

@@ -14,7 +14,6 @@ from filelock import Timeout
 from . import limits
 from .compaction import _tidy_small
 from .erasure import Erasure
-from .indexes import _mistyped
 from .retry import _until_committed
 from .schema import NOTES
 
@@ -45,18 +44,33 @@ class Upkeep(Erasure):
 
     def upkeep_due(self) -> bool:
         """Whether a table has enough small fragments, or rows no index covers yet, to compact it,
-        or the notes have grown big enough for a vector index."""
+        or the notes have grown big enough for a vector index, or an index is of another type than
+        SCALAR_INDEXES says. Read from each table's latest version's manifest alone (`_catch_up`: on a
+        bucket a listing, and a manifest read if another process wrote since): the fragments, their
+        rows, and each index's type and the fragments it covers are all there. Asking the LanceDB
+        table instead (index statistics, its index list twice, its row count) cost a bucket reads of
+        the indexes' files on each look, and a process looks every few writes."""
         for name, table in self._tables().items():
-            fragments = self._dataset(table).get_fragments()
+            self._read(partial(self._catch_up, table))
+            view = self._view(table)
+            fragments = view.get_fragments()
             if sum(f.metadata.physical_rows < limits.FRAGMENT_ROWS[name] for f in fragments) >= self._compact_at:
                 return True
-            stats = table.index_stats("id_idx")
-            if stats is not None and stats.num_unindexed_rows >= limits.REINDEX_AT:
+            indexes = view.describe_indices()
+            by_id = [index for index in indexes if index.name == "id_idx"]
+            covered = {f for index in by_id for segment in index.segments for f in segment.fragment_ids}
+            unindexed = sum(f.metadata.physical_rows for f in fragments if f.fragment_id not in covered)
+            if by_id and unindexed >= limits.REINDEX_AT:
                 return True
-            if name == NOTES and self._vector_index_due(table):  # (outgrown partitions wait for a compaction)
-                return True
-            if _mistyped(table):
-                return True
+            vector_indexed = any(index.field_names == ["vector"] for index in indexes)
+            rows = sum(f.metadata.num_rows for f in fragments)
+            if name == NOTES and not vector_indexed and rows >= limits.VECTOR_INDEX_AT:
+                return True  # (outgrown partitions wait for a compaction)
+            wanted = limits.SCALAR_INDEXES[name]
+            for index in indexes:
+                kind = index.type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
+                if len(index.field_names) == 1 and wanted.get(index.field_names[0], kind) != kind:
+                    return True
         return False
 
     def compact_if_due(self) -> bool:

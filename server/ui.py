@@ -467,7 +467,9 @@ def announcement(base: str, settings: Settings) -> str:
 def mounted_ui(memory: Memory, default_scope: str, settings: Settings) -> Mount:
     """The web view under PREFIX on the MCP endpoint's port (`serve --transport http --ui`), over the
     server's own `memory`. Its Gate checks Host and Origin against that port and asks for the token
-    itself; the MCP endpoint's bearer check is untouched (http.mcp_app)."""
+    itself; the MCP endpoint's bearer check is untouched (http.mcp_app). RefusedToListen with grants
+    but no token (the web view knows the token alone)."""
+    refuse_exposure_without_token(settings, netloc(settings.host, settings.port), "the web view")
     on_the_mcp_port = settings.model_copy(update={"ui_port": settings.port})
     return Mount(PREFIX, app=build_ui(memory, default_scope, on_the_mcp_port))
 

@@ -228,6 +228,7 @@ def test_a_broken_grants_file_is_refused_naming_the_line() -> None:
     assert "unknown key 'scopes'" in grants_error(f'[[credentials]]\nname = "a"\ntoken_sha256 = "{sha}"\nscopes = []\n')
 
 
+@pytest.mark.processes
 def test_a_server_with_a_broken_grants_file_does_not_start(db: str, tmp_path: Path) -> None:
     grants = tmp_path / "grants.toml"
     grants.write_text(f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{digest(ADA)}"\nread = "team-*"\n')
@@ -239,6 +240,7 @@ def test_a_server_with_a_broken_grants_file_does_not_start(db: str, tmp_path: Pa
     assert "grants.toml, line 4 (credentials[0].read)" in out.stderr and "listening" not in out.stderr, out.stderr
 
 
+@pytest.mark.processes
 def test_a_pattern_that_matches_no_scope_is_warned_about_at_start(db: str, memory: Memory, tmp_path: Path) -> None:
     memory.remember(Draft(text=TEXT), scope="team-ops")
     grants = tmp_path / "grants.toml"
@@ -252,7 +254,7 @@ def test_a_pattern_that_matches_no_scope_is_warned_about_at_start(db: str, memor
         assert proc.stderr is not None
         lines: list[str] = []
         while not any("grants:" in line for line in lines):  # it comes right after the listening line
-            assert select.select([proc.stderr], [], [], 120)[0], f"no grants line on stderr: {lines}"
+            assert select.select([proc.stderr], [], [], 300)[0], f"no grants line on stderr: {lines}"
             lines.append(proc.stderr.readline().decode())
             assert lines[-1], f"the server stopped: {lines}"
     finally:

@@ -19,7 +19,6 @@ from corrigenda.store import CorrigendaError, Draft, Memory, RetrievalSettings, 
 from corrigenda.store.browse import PAGE_MAX
 from corrigenda.store.errors import InvalidArgument
 from corrigenda.store.model import (
-    MAX_ACTOR,
     MAX_KIND,
     MAX_REASON,
     MAX_SOURCE,
@@ -27,8 +26,9 @@ from corrigenda.store.model import (
     MAX_TAG,
     MAX_TAGS,
     MAX_TEXT,
-    PERSON,
+    agent_actor,
     check_time,
+    credential_actor,
 )
 from corrigenda.store.views import (
     Changes,
@@ -46,6 +46,7 @@ from corrigenda.store.views import (
     StateFilter,
 )
 from corrigenda.store.where import SCOPE_MAX
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -67,8 +68,11 @@ from pydantic_core import PydanticCustomError
 from . import http, mcp_app, project, render, roots, schemas
 from .config import ScopeName, Settings, package_version
 from .errors import invalid_arguments, tool_errors
+from .grants import Grant, Grants
+from .grants import load as load_grants
 
 log = logging.getLogger(__name__)
+audit = logging.getLogger("corrigenda.audit")  # who read and wrote which scope: never a note's text
 
 INSTRUCTIONS = """\
 corrigenda is a long-term memory in which corrections are first-class.
@@ -288,17 +292,15 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 
 
 def client_name(ctx: Context) -> str | None:
-    """The connected client's name (e.g. 'claude-ai'), recorded as the actor of what it writes. A client
-    cannot pass for a person: a name that starts as a person's actor does ('person:…') is kept as
-    'client:person:…'."""
+    """The connected client's name (e.g. 'claude-ai'), as `model.agent_actor` keeps it: a client cannot
+    pass for a person ('person:…') or for a credential ('… via …')."""
     try:
         params = ctx.request_context.session.client_params  # from `initialize`; absent without a handshake
         if params is None:
             return None
     except AttributeError:
         return None
-    name = str(params.client_info.name)
-    return (f"client:{name}" if name.startswith(PERSON) else name)[:MAX_ACTOR]
+    return agent_actor(str(params.client_info.name))
 
 
 # How long a stopping server waits for the erasures its forgets left under way (object storage) and
@@ -369,10 +371,13 @@ def build_server(
                 if not await anyio.to_thread.run_sync(memory.finish_upkeep, SHUTDOWN_WAIT):
                     log.warning("stopping with upkeep under way; the next upkeep, on any server, finishes it")
 
+    grants: Grants | None = None  # None: every caller is the local user (stdio, or HTTP without credentials)
+    if settings.transport == "http" and http.authenticates(settings):
+        grants = load_grants(settings.grants, settings.token.get_secret_value() if settings.token else None)
     scope_line = SCOPE_OF_PROJECT if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     server = CorrigendaServer(
         "corrigenda", instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=package_version(),
-        lifespan=lifespan, log_level=settings.log_level, extensions=[mcp_app.extension()], **http.auth(settings),
+        lifespan=lifespan, log_level=settings.log_level, extensions=[mcp_app.extension()], **http.auth(settings, grants),
     )  # fmt: skip
     session_scopes: WeakKeyDictionary[Any, tuple[str, str]] = WeakKeyDictionary()
 
@@ -393,9 +398,56 @@ def build_server(
             log.info("session scope %r, from %s", *session_scopes[session])
         return session_scopes[session][0]
 
+    def grant_of(ctx: Context) -> Grant | None:
+        """The calling credential's grant (grants.py); None for the local user, who may do anything."""
+        token = get_access_token()
+        if grants is None or token is None:
+            return None
+        return grants.named(token.client_id) or Grant(token.client_id)  # a name no longer granted: nothing
+
+    def actor_of(ctx: Context) -> str | None:
+        """The actor recorded for what this call writes: the credential's name with the client's beside
+        it ('ada via claude-code'), else the client's name."""
+        grant = grant_of(ctx)
+        return client_name(ctx) if grant is None else credential_actor(grant.name, client_name(ctx))
+
+    def permit(
+        ctx: Context, scope: str, write: bool, tool: str, target: str | None = None,
+        refuse: type[Exception] = ToolError,
+    ) -> None:  # fmt: skip
+        """Raise `refuse` naming the scope unless the caller may read (or write) it; log the access to
+        the audit log either way (a credential's calls only: the local user is not audited)."""
+        grant = grant_of(ctx)
+        if grant is None:
+            return
+        what = f"{tool} {target}" if target else tool
+        if not (grant.may_write(scope) if write else grant.may_read(scope)):
+            audit.info("%s refused %s %s (%s)", grant.name, "write" if write else "read", scope, what)
+            raise refuse(
+                f"scope {scope!r}: credential {grant.name!r} may not {'write' if write else 'read'} it "
+                "(the server's grants file); nothing was done"
+            )
+        audit.info("%s %s %s (%s)", grant.name, "wrote" if write else "read", scope, what)
+
+    async def granted_scope(ctx: Context, given: str | None, tool: str, write: bool = False) -> str:
+        """`scope_for`, once the caller is found to hold a grant for it."""
+        scope = await scope_for(ctx, given)
+        permit(ctx, scope, write, tool)
+        return scope
+
+    async def permit_ids(
+        ctx: Context, tool: str, ids: list[str], write: bool, refuse: type[Exception] = ToolError
+    ) -> None:
+        """`permit` for the scope of each note or event id a call names (looked up only for a credential)."""
+        if grant_of(ctx) is None:
+            return
+        for target in ids:
+            scope = await call(ctx, tool, partial(Memory.scope_of, target_id=target))
+            permit(ctx, scope, write, tool, target, refuse)
+
     async def ask_about(ctx: Context, draft: Draft, scope: str | None, supersedes: list[str]) -> Question | None:
         """The question about the note a remember would most likely replace (the first of its likely updates)."""
-        where = await scope_for(ctx, scope)
+        where = await granted_scope(ctx, scope, "remember", write=True)
         found = await call(ctx, "remember", lambda m: m.likely_updates(draft, scope=where, supersedes=supersedes))
         return Question(render.update_question(draft, found[0]), found[0].note.id) if found else None
 
@@ -474,9 +526,9 @@ def build_server(
             text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
             valid_from=valid_from, valid_until=valid_until,
         )  # fmt: skip
-        scope = await scope_for(ctx, scope)
+        scope = await granted_scope(ctx, scope, "remember", write=True)
         r = await call(ctx, "remember", lambda m: m.remember(draft, scope=scope, supersedes=supersedes,
-                       depends_on=depends_on, reason=reason, actor=client_name(ctx)))  # fmt: skip
+                       depends_on=depends_on, reason=reason, actor=actor_of(ctx)))  # fmt: skip
         if question is not None and r.changed:
             r = await record_answer(ctx, r, question, person_answer(answer))
         return _result(r, render.remembered(r))
@@ -539,15 +591,17 @@ def build_server(
             text=text, source=source, confidence=confidence, valid_from=valid_from, valid_until=valid_until,
             **{field: value for field, value in kept.items() if value is not None},
         )  # fmt: skip
+        await permit_ids(ctx, "correct", [note_id], write=True)
         r = await call(ctx, "correct", lambda m: m.correct(note_id, draft, reason=reason, scope=scope,
-                       depends_on=depends_on, actor=client_name(ctx), fork=fork))  # fmt: skip
+                       depends_on=depends_on, actor=actor_of(ctx), fork=fork))  # fmt: skip
         return _result(r, render.corrected(r))
 
     @tool(IDEMPOTENT, "Revoke a note")
     async def revoke(ctx: Context, note_id: NoteId, reason: Reason) -> Annotated[CallToolResult, LifecycleChange]:
         """Mark a note as wrong when there is nothing to replace it with. If it was a correction, the note it
         replaced becomes current again. Calling it on an already revoked note changes nothing."""
-        r = await call(ctx, "revoke", lambda m: m.revoke(note_id=note_id, reason=reason, actor=client_name(ctx)))
+        await permit_ids(ctx, "revoke", [note_id], write=True)
+        r = await call(ctx, "revoke", lambda m: m.revoke(note_id=note_id, reason=reason, actor=actor_of(ctx)))
         return _result(r, render.lifecycle(r, "Revoked"))
 
     @tool(IDEMPOTENT, "Reinstate a note")
@@ -564,9 +618,8 @@ def build_server(
     ) -> Annotated[CallToolResult, LifecycleChange]:
         """Undo a revocation or supersession that was itself a mistake: the note becomes current again and its
         history says so. Reinstating one of two corrections' supersedes events makes the chain contested."""
-        r = await call(
-            ctx, "reinstate", lambda m: m.reinstate(target_id=target_id, reason=reason, actor=client_name(ctx))
-        )
+        await permit_ids(ctx, "reinstate", [target_id], write=True)
+        r = await call(ctx, "reinstate", lambda m: m.reinstate(target_id=target_id, reason=reason, actor=actor_of(ctx)))
         return _result(r, render.lifecycle(r, "Reinstated"))
 
     @tool(READ_ONLY, "Recall chains", mcp_app.CHAINS_TOOL_META)
@@ -583,7 +636,7 @@ def build_server(
         the notes they rest on, however far back (NEEDS, current too), then what they replaced (HISTORY,
         not current), within a token budget; what did not fit or only repeated another chain is listed, and a
         HISTORY note cut to fit is marked clipped (`history` reads it whole)."""
-        scope = await scope_for(ctx, scope)
+        scope = await granted_scope(ctx, scope, "recall_chains")
         r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
                        max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip
         return _result(r, render.recall(r))
@@ -601,7 +654,8 @@ def build_server(
     ) -> Annotated[CallToolResult, Exclusion]:
         """Explain why a note is not delivered as current: its state (superseded by whom, when, why), scope,
         validity window, retrieval rank and score, or the budget, and what stands in its place."""
-        scope = await scope_for(ctx, scope)
+        await permit_ids(ctx, "why_excluded", [note_id], write=False)
+        scope = await granted_scope(ctx, scope, "why_excluded")
         r = await call(ctx, "why_excluded", lambda m: m.why_excluded(note_id=note_id, query=query, scope=scope,
                        budget_tokens=budget_tokens, as_of=as_of))  # fmt: skip
         return _result(r, render.exclusion(r))
@@ -609,6 +663,7 @@ def build_server(
     @tool(READ_ONLY, "Note history", mcp_app.CHAINS_TOOL_META)
     async def history(ctx: Context, note_id: NoteId, as_of: AsOf = None) -> Annotated[CallToolResult, NoteHistory]:
         """Show one note with its whole chain and every lifecycle event (who, when, why), oldest first."""
+        await permit_ids(ctx, "history", [note_id], write=False)
         r = await call(ctx, "history", lambda m: m.history(note_id=note_id, as_of=as_of))
         return _result(r, render.history(r))
 
@@ -627,10 +682,11 @@ def build_server(
     ) -> Annotated[CallToolResult, Linked]:
         """Relate two stored notes: one depends on another (its prerequisite travels with it in recall), refines
         it, or replaces it (use this when `remember` showed that the note you just stored updates an older one)."""
+        await permit_ids(ctx, "link", [src_id, dst_id], write=True)
         r = await call(
             ctx,
             "link",
-            lambda m: m.link(src_id=src_id, dst_id=dst_id, kind=kind, reason=reason, actor=client_name(ctx)),
+            lambda m: m.link(src_id=src_id, dst_id=dst_id, kind=kind, reason=reason, actor=actor_of(ctx)),
         )
         return _result(r, render.linked(r))
 
@@ -639,7 +695,8 @@ def build_server(
         """Delete a note for real, with the events that name it: only when a person asks for data to be
         erased. To mark a note wrong, use `revoke`; to replace it, `correct`. The note is gone for every
         reader when this answers; `erasure` says whether its text is off the store's files yet."""
-        r = await call(ctx, "forget", lambda m: m.forget(note_id=note_id, reason=reason, actor=client_name(ctx)))
+        await permit_ids(ctx, "forget", [note_id], write=True)
+        r = await call(ctx, "forget", lambda m: m.forget(note_id=note_id, reason=reason, actor=actor_of(ctx)))
         return _result(r, render.forgotten(r))
 
     @tool(READ_ONLY, "List scopes")
@@ -654,8 +711,14 @@ def build_server(
         """List the store's scopes, the most recently changed first, a page at a time (`offset`, `limit`),
         each with its number of notes and events and when it last changed; `contains` finds one by part of
         its name. Also says which scope this session uses when a call names none."""
-        default = await scope_for(ctx, None)
-        r = await call(ctx, "scopes", lambda m: m.scope_page(offset, limit, contains, default_scope=default))
+        default: str | None = await scope_for(ctx, None)
+        grant = grant_of(ctx)
+        visible = None if grant is None else grant.may_read
+        if visible is not None and default is not None and not visible(default):
+            default = None  # its counts are not this caller's to see
+        r = await call(ctx, "scopes", lambda m: m.scope_page(offset, limit, contains, default, visible))
+        if grant is not None:
+            audit.info("%s listed %d of %d granted scopes (scopes)", grant.name, len(r.scopes), r.total)
         return _result(r, render.scopes(r))
 
     # -- looking through a memory: list_notes and changes (store/browse.py) ------------------
@@ -674,7 +737,7 @@ def build_server(
     ) -> Annotated[CallToolResult, NoteList]:
         """List a scope's notes newest first, page by page, with how many are in each state. Use it to look
         through a memory as a whole (to answer from it, call `recall_chains`)."""
-        scope = await scope_for(ctx, scope)
+        scope = await granted_scope(ctx, scope, "list_notes")
         r = await call(ctx, "list_notes", lambda m: m.list_notes(scope=scope, state=state, offset=offset,
                        limit=limit, as_of=as_of))  # fmt: skip
         return _result(r, render.note_list(r))
@@ -688,7 +751,7 @@ def build_server(
     ) -> Annotated[CallToolResult, Changes]:
         """What was corrected, revoked, reinstated or forgotten in a scope since a time, newest first, each with
         its chain's current note. Call it when resuming work, before relying on what you knew then."""
-        scope = await scope_for(ctx, scope)
+        scope = await granted_scope(ctx, scope, "changes")
         r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit))
         return _result(r, render.changes(r))
 
@@ -707,29 +770,32 @@ def build_server(
                      mime_type="text/plain",
                      description="One note with its chain and every lifecycle event (who, when, why).")  # fmt: skip
     async def note_resource(note_id: str, ctx: Context) -> str:
+        await permit_ids(ctx, "resource note", [note_id], write=False, refuse=ResourceError)
         return await read(ctx, lambda m: render.history(m.history(note_id)))
 
     @server.resource("corrigenda://chains/{note_id}", name="chain", title="A note's chain", mime_type="text/plain",
                      description="The chain a note belongs to, as recall delivers it: NOW, NEEDS, HISTORY.")  # fmt: skip
     async def chain_resource(note_id: str, ctx: Context) -> str:
+        await permit_ids(ctx, "resource chain", [note_id], write=False, refuse=ResourceError)
         return await read(ctx, lambda m: "\n".join(render.chain(m.history(note_id).chain)))
 
     @server.resource("corrigenda://scopes/{scope}/recent", name="recent", title="A scope's recent notes",
                      mime_type="text/plain", security=any_scope,
                      description="The newest notes of a scope (percent-encode the scope), current and history.")  # fmt: skip
     async def recent_resource(scope: str, ctx: Context) -> str:
+        permit(ctx, scope, False, "resource recent", refuse=ResourceError)
         return await read(ctx, lambda m: render.note_list(m.list_notes(scope=scope, limit=RECENT)))
 
     @server.prompt(name="recall_before_answering", title="Recall before answering")
     async def recall_before_answering(question: str, ctx: Context, scope: str | None = None) -> str:
         """Answer a question from memory: recall the chains first, use current notes, say what changed."""
-        where = await scope_for(ctx, scope)
+        where = await granted_scope(ctx, scope, "prompt recall_before_answering")
         return RECALL_PROMPT.format(question=question, scope=where)
 
     @server.prompt(name="record_correction", title="Record a correction")
     async def record_correction(wrong: str, right: str, reason: str, ctx: Context, scope: str | None = None) -> str:
         """Record that something stored is wrong: find the note, correct it (or revoke it), keep the reason."""
-        where = await scope_for(ctx, scope)
+        where = await granted_scope(ctx, scope, "prompt record_correction", write=True)
         return CORRECTION_PROMPT.format(wrong=wrong, right=right, reason=reason, scope=where)
 
     return server

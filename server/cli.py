@@ -433,7 +433,9 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     from corrigenda.store import CorrigendaError
     from corrigenda.store.tables import Tables
 
+    from . import grants
     from .app import build_memory, build_server
+    from .grants import GrantsError
     from .http import RefusedToListen, netloc, refuse_exposure_without_token, serve_http
     from .stdio import serve_stdio
 
@@ -443,7 +445,14 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     notices = [f"no store at {settings.db} yet; the first write makes it"] if new_store else []
     # One Memory for the process: the MCP server's lifespan takes this one, and the web view reads it.
     memory = build_memory(settings)
-    server = build_server(settings, lambda _: memory)
+    try:
+        server = build_server(settings, lambda _: memory)
+    except GrantsError as exc:
+        return _fail(str(exc))
+    if settings.transport == "http" and settings.grants is not None:
+        unmatched = grants.load(settings.grants).unmatched(c.scope for c in memory.scopes())
+        if unmatched:
+            notices.append(f"grants: no scope matches {'; '.join(unmatched)} (yet)")
     if settings.transport == "http":
         try:
             if Location(settings.db).is_remote:  # a bucket that cannot be opened stops an HTTP server before it listens

@@ -98,6 +98,11 @@ class Settings(BaseSettings):
     token: SecretStr | None = Field(
         None, description="Bearer token every HTTP request must carry; required off loopback."
     )
+    grants: str | None = Field(
+        None,
+        description="Grants file (TOML): each HTTP credential's name, the SHA-256 of its token, and the scopes "
+        'it may read and write (docs/reference.md, "Grants").',
+    )
     allowed_hosts: CommaSeparated = Field(
         None, description="Host header values HTTP requests may carry (host:port, host:* for any port)."
     )

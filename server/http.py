@@ -10,14 +10,12 @@ name that resolves to 127.0.0.1.
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -26,6 +24,7 @@ from starlette.routing import BaseRoute
 
 from .config import MIN_TOKEN_LENGTH, Settings
 from .connections import bounded_server
+from .grants import GrantedTokens, Grants
 
 PATH = "/mcp"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -33,19 +32,6 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 class RefusedToListen(Exception):
     """The settings would expose the store: the message says what to set."""
-
-
-class BearerToken(TokenVerifier):
-    """Accepts exactly the configured token, compared in constant time so that response timing
-    does not reveal how much of a guess was right."""
-
-    def __init__(self, token: str) -> None:
-        self._expected = token.encode()
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if not hmac.compare_digest(token.encode(), self._expected):
-            return None
-        return AccessToken(token=token, client_id="corrigenda-token", scopes=[])
 
 
 def is_loopback(host: str) -> bool:
@@ -61,15 +47,21 @@ def netloc(host: str, port: int) -> str:
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def auth(settings: Settings) -> dict[str, Any]:
-    """MCPServer's auth arguments: a verifier for the configured token, or none on stdio or without one."""
-    if settings.transport != "http" or settings.token is None:
+def auth(settings: Settings, grants: Grants | None) -> dict[str, Any]:
+    """MCPServer's auth arguments: a verifier for the credentials of `grants` (the configured token's and
+    the grants file's, grants.py), or none on stdio or without any."""
+    if settings.transport != "http" or grants is None:
         return {}
     return {
-        "token_verifier": BearerToken(settings.token.get_secret_value()),
+        "token_verifier": GrantedTokens(grants),
         # The SDK wants an issuer for OAuth metadata; with no resource_server_url it publishes none.
         "auth": AuthSettings(issuer_url=f"http://{netloc(settings.host, settings.port)}", resource_server_url=None),
     }
+
+
+def authenticates(settings: Settings) -> bool:
+    """Whether HTTP requests must carry a credential: a token or a grants file is set."""
+    return settings.token is not None or settings.grants is not None
 
 
 def transport_security(settings: Settings, port: int | None = None) -> TransportSecuritySettings:
@@ -102,12 +94,18 @@ def check_port(host: str, port: int, flag: str) -> None:
 
 
 def refuse_exposure_without_token(settings: Settings, where: str, what: str = "") -> None:
-    """RefusedToListen if `settings.host` is off loopback and no token is set."""
-    if settings.token is None and not is_loopback(settings.host):
+    """RefusedToListen if `settings.host` is off loopback and neither a token nor grants are set; for
+    the web view (`what`), which knows the token alone, if grants are set without a token, anywhere."""
+    if what and settings.grants is not None and settings.token is None:
+        raise RefusedToListen(
+            f"refusing to serve {what} on {where}: it opens with CORRIGENDA_TOKEN only and would not apply "
+            "CORRIGENDA_GRANTS; set CORRIGENDA_TOKEN (every grant) to serve it"
+        )
+    if not authenticates(settings) and not is_loopback(settings.host):
         raise RefusedToListen(
             f"refusing to {f'serve {what} on' if what else 'listen on'} {where} without a token: other machines "
             f"can reach it. Set CORRIGENDA_TOKEN (environment only) to a secret of {MIN_TOKEN_LENGTH}+ characters, "
-            "or use --host 127.0.0.1"
+            "a grants file in CORRIGENDA_GRANTS, or use --host 127.0.0.1"
         )
 
 
@@ -120,7 +118,12 @@ def serve_http(
     refuse_exposure_without_token(settings, where)
     check_port(settings.host, settings.port, "--port (CORRIGENDA_PORT)")
     security = transport_security(settings)
-    access = "bearer token required (CORRIGENDA_TOKEN)" if settings.token else "no token (loopback only)"
+    access = "no token (loopback only)"
+    if authenticates(settings):
+        given = [
+            name for name, on in (("CORRIGENDA_TOKEN", settings.token), ("CORRIGENDA_GRANTS", settings.grants)) if on
+        ]
+        access = f"bearer token required ({', '.join(given)})"
     hint = ""
     if not settings.allowed_hosts and not is_loopback(settings.host):
         hint = (

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from corrigenda.store import CorrigendaError, Draft, Memory, NotFound
 from corrigenda.store.views import Changes, NoteHistory, NoteList, NoteView, RecallResult, ScopeList
@@ -414,10 +415,11 @@ def whole(request: Request, name: str) -> int:
 
 
 def same_origin(request: Request) -> None:
-    """A write comes from a page of this web view: its Origin (or, without one, Sec-Fetch-Site) says so."""
+    """A write comes from a page of this web view: its Origin names the host and port the request was
+    sent to (the scheme is not compared: behind a proxy that ends TLS the web view sees http), or,
+    without an Origin, Sec-Fetch-Site says same-origin."""
     origin = request.headers.get("origin")
-    own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-    if origin is not None and origin == own:
+    if origin is not None and origin != "null" and urlsplit(origin).netloc == request.headers.get("host", ""):
         return
     if origin is None and request.headers.get("sec-fetch-site") == "same-origin":
         return
@@ -465,7 +467,9 @@ def announcement(base: str, settings: Settings) -> str:
 def mounted_ui(memory: Memory, default_scope: str, settings: Settings) -> Mount:
     """The web view under PREFIX on the MCP endpoint's port (`serve --transport http --ui`), over the
     server's own `memory`. Its Gate checks Host and Origin against that port and asks for the token
-    itself; the MCP endpoint's bearer check is untouched (http.mcp_app)."""
+    itself; the MCP endpoint's bearer check is untouched (http.mcp_app). RefusedToListen with grants
+    but no token (the web view knows the token alone)."""
+    refuse_exposure_without_token(settings, netloc(settings.host, settings.port), "the web view")
     on_the_mcp_port = settings.model_copy(update={"ui_port": settings.port})
     return Mount(PREFIX, app=build_ui(memory, default_scope, on_the_mcp_port))
 

@@ -523,15 +523,38 @@ class Memory:
 
     @_operation
     def scope_page(
-        self, offset: int = 0, limit: int = 100, contains: str | None = None, default_scope: str | None = None
+        self,
+        offset: int = 0,
+        limit: int = 100,
+        contains: str | None = None,
+        default_scope: str | None = None,
+        visible: Callable[[str], bool] | None = None,
     ) -> ScopeList:
         """A page of the store's scopes, the most recently changed first (ties by name), each with its
-        counts; only those whose name contains `contains` (any case) if given. `limit` is 1 to
-        browse.PAGE_MAX. `default_scope`'s counts come with the page whether it is on it or not."""
+        counts; only those whose name contains `contains` (any case) if given, and only those `visible`
+        accepts if given (pages and totals count those alone). `limit` is 1 to browse.PAGE_MAX.
+        `default_scope`'s counts come with the page whether it is on it or not."""
         counts = self.tables.scopes()
-        return browse.list_scopes(
-            (ScopeCount(scope=name, **count) for name, count in counts.items()), offset, limit, contains, default_scope
-        )
+        listed = (ScopeCount(scope=name, **count) for name, count in counts.items() if visible is None or visible(name))
+        return browse.list_scopes(listed, offset, limit, contains, default_scope)
+
+    @_operation
+    def scope_of(self, target_id: str, field: str = "note_id") -> str:
+        """The scope of a note (kept, or forgotten with its tombstone left) or of an event, by id;
+        NotFound naming `field` when there is none."""
+        check_id(target_id, field)
+        if is_note_id(target_id):
+            try:
+                return self._note(target_id, field).scope
+            except NotFound:
+                tombstone = self.tables.tombstone(target_id)
+                if tombstone is None:
+                    raise
+                return tombstone.scope
+        event = self.tables.event(target_id)
+        if event is None:
+            raise NotFound("event", target_id, field)
+        return event.scope
 
     @_operation
     def stats(self) -> dict[str, object]:

@@ -20,11 +20,41 @@ MAX_SOURCE = 1000
 MAX_REASON = 2000
 MAX_ACTOR = 256
 PERSON = "person:"  # an actor written by a person's hand (the web view), not by an agent: "person:alice"
+# An actor written over authenticated HTTP: the credential's name, then the agent (client) it acted
+# through: "ada via claude-code". A credential's name holds no space and no colon, so a bare client
+# name that could pass for one (or for a person's) is kept as "client:NAME" (`agent_actor`).
+VIA = " via "
+CLIENT = "client:"
+UNNAMED_AGENT = "unnamed client"
 # Times are stored as int64 microseconds since 1970 and read back as datetimes: a time outside what a
 # datetime holds once it is in UTC (an offset can push 9999-12-31T23:59:59-01:00 into year 10000)
 # could be written but never read, and every read of its scope would fail.
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
 LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+def agent_actor(name: str) -> str:
+    """The actor of a client that wrote with no credential: its name, as 'client:NAME' when the name
+    would read as a person's ('person:…') or as a credential's ('… via …')."""
+    marked = CLIENT + name if name.startswith(PERSON) or VIA in name else name
+    return marked[:MAX_ACTOR]
+
+
+def credential_actor(credential: str, agent: str | None) -> str:
+    """The actor of a write made with a credential: 'ada via claude-code' (the agent's name as
+    `agent_actor` keeps it; 'unnamed client' when it gave none)."""
+    return f"{credential}{VIA}{agent or UNNAMED_AGENT}"[:MAX_ACTOR]
+
+
+def acted_by(actor: str | None) -> tuple[str | None, str | None]:
+    """(credential, agent) of an actor: ('ada', 'claude-code') for 'ada via claude-code'; (None, actor)
+    for any other (a client's bare name, a person's 'person:NAME', none)."""
+    if actor is None:
+        return None, None
+    credential, via, agent = actor.partition(VIA)
+    if via and credential and " " not in credential and ":" not in credential:
+        return credential, agent
+    return None, actor
 
 
 class EventKind(StrEnum):

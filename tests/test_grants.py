@@ -1,0 +1,266 @@
+"""Grants per scope over HTTP: each credential reads and writes the scopes its grants file names, is
+recorded as the actor with its client beside it, and is audited. Real servers on loopback, the SDK
+client over streamable HTTP, the real store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from corrigenda.server.app import build_server
+from corrigenda.server.config import Settings
+from corrigenda.server.connections import bounded_server
+from corrigenda.server.grants import GrantsError, digest, parse
+from corrigenda.server.http import mcp_app
+from corrigenda.store import Draft, Memory
+from corrigenda.store.model import acted_by, agent_actor, credential_actor
+
+from .conftest import call
+from .test_http_security import authorized
+from .test_processes import CORRIGENDA, _free_port
+from .test_processes import ENV as PROCESS_ENV
+
+# The server process runs the code under test: the tree PYTHONPATH points at, when it is set.
+ENV = {**PROCESS_ENV, **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})}
+
+ADA = "ada-token-for-tests-0123456789abcdef"
+BOB = "bob-token-for-tests-0123456789abcdef"
+SHARED = "shared-token-for-tests-0123456789ab"
+GRANTS = f"""
+[[credentials]]
+name = "ada"
+token_sha256 = "{digest(ADA)}"
+read = ["team-*"]
+write = ["ada"]
+
+[[credentials]]
+name = "bob"
+token_sha256 = "{digest(BOB)}"
+read = ["team-*"]
+write = ["team-*"]
+"""
+TEXT = "The payments service listens on port 9090"  # never in an audit line
+
+
+@dataclass
+class Served:
+    url: str
+    memory: Memory
+    ids: dict[str, str]  # a note id per scope
+
+
+@pytest.fixture
+def served(db: str, memory: Memory, tmp_path: Path) -> Iterator[Served]:
+    """A server with the grants above (and a shared token) over a store holding one note in 'ada', in
+    'team-ops' and in 'private'."""
+    ids = {s: memory.remember(Draft(text=f"{TEXT} ({s})"), scope=s).note.id for s in ("ada", "team-ops", "private")}
+    grants = tmp_path / "grants.toml"
+    grants.write_text(GRANTS)
+    settings = Settings(db=db, transport="http", grants=str(grants), token=SHARED, port=_free_port())
+    web = bounded_server(mcp_app(build_server(settings, lambda _: memory), settings), "127.0.0.1", settings.port)
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        while not web.started:
+            assert thread.is_alive(), "the server stopped before it listened"
+            time.sleep(0.05)
+        yield Served(f"http://127.0.0.1:{settings.port}/mcp", memory, ids)
+    finally:
+        web.should_exit = True
+        thread.join(timeout=60)
+
+
+async def outcome(url: str, token: str, tool: str, **arguments: object) -> str:
+    """'allowed', or the text of the tool error."""
+    async with authorized(url, token) as client:
+        result = await client.call_tool(tool, arguments)
+    return result.content[0].text if result.is_error else "allowed"  # type: ignore[union-attr]
+
+
+# credential, scope, read or write: the answer
+MATRIX = [
+    (ADA, "ada", "read", "allowed"),
+    (ADA, "ada", "write", "allowed"),
+    (ADA, "team-ops", "read", "allowed"),
+    (ADA, "team-ops", "write", "refused"),
+    (BOB, "ada", "read", "refused"),
+    (BOB, "ada", "write", "refused"),
+    (BOB, "team-ops", "read", "allowed"),
+    (BOB, "team-ops", "write", "allowed"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("token", "scope", "access", "answer"), MATRIX)
+async def test_each_credential_reads_and_writes_only_the_scopes_it_is_granted(
+    served: Served, token: str, scope: str, access: str, answer: str
+) -> None:
+    before = served.memory.list_notes(scope=scope).total
+    if access == "read":
+        got = await outcome(served.url, token, "recall_chains", query="which port?", scope=scope)
+    else:
+        got = await outcome(served.url, token, "remember", text="The payments service moved to port 9191", scope=scope)
+    if answer == "allowed":
+        assert got == "allowed"
+    else:
+        assert f"scope {scope!r}" in got and f"may not {access}" in got, got
+    written = served.memory.list_notes(scope=scope).total - before
+    assert written == (1 if (access, answer) == ("write", "allowed") else 0)
+
+
+@pytest.mark.anyio
+async def test_note_id_tools_on_a_note_of_an_ungranted_scope_are_refused(served: Served) -> None:
+    private, ada = served.ids["private"], served.ids["ada"]
+    for tool, arguments in [
+        ("history", {"note_id": private}),
+        ("why_excluded", {"note_id": private}),
+        ("correct", {"note_id": private, "text": "The payments service listens on 9191", "reason": "moved"}),
+        ("revoke", {"note_id": private, "reason": "wrong"}),
+        ("forget", {"note_id": private, "reason": "erase"}),
+        ("link", {"src_id": ada, "dst_id": served.ids["team-ops"], "kind": "refines"}),  # team-ops: read only
+    ]:
+        got = await outcome(served.url, ADA, tool, **arguments)
+        assert "may not" in got and ("'private'" in got or "'team-ops'" in got), (tool, got)
+    history = served.memory.history(private)
+    assert history.events == [] and history.note.state.value == "active"  # nothing stored
+    assert served.memory.history(ada).events == []
+    assert await outcome(served.url, ADA, "history", note_id=served.ids["team-ops"]) == "allowed"
+
+
+@pytest.mark.anyio
+async def test_scopes_lists_only_the_granted_scopes(served: Served) -> None:
+    async with authorized(served.url, ADA) as client:
+        listed = await call(client, "scopes")
+    assert {s["scope"] for s in listed["scopes"]} == {"ada", "team-ops"} and listed["total"] == 2
+    async with authorized(served.url, SHARED) as client:  # CORRIGENDA_TOKEN: every grant
+        listed = await call(client, "scopes")
+    assert {s["scope"] for s in listed["scopes"]} == {"ada", "team-ops", "private"}
+
+
+@pytest.mark.anyio
+async def test_resources_of_an_ungranted_scope_are_refused(served: Served) -> None:
+    async with authorized(served.url, BOB) as client:
+        recent = await client.read_resource("corrigenda://scopes/team-ops/recent")
+        assert "port 9090" in recent.contents[0].text  # type: ignore[union-attr]
+        for uri in ("corrigenda://scopes/ada/recent", f"corrigenda://notes/{served.ids['ada']}"):
+            with pytest.raises(Exception, match="may not read"):
+                await client.read_resource(uri)
+
+
+@pytest.mark.anyio
+async def test_the_shared_token_alone_still_has_every_grant(served: Served) -> None:
+    for scope in ("ada", "team-ops", "private"):
+        assert await outcome(served.url, SHARED, "recall_chains", query="port?", scope=scope) == "allowed"
+    got = await outcome(
+        served.url, SHARED, "correct", note_id=served.ids["private"], text="The payments service listens on 9191",
+        reason="moved",
+    )  # fmt: skip
+    assert got == "allowed"
+
+
+@pytest.mark.anyio
+async def test_the_actor_is_the_credential_with_its_client_beside_it(served: Served) -> None:
+    async with authorized(served.url, ADA) as client:  # the SDK client names itself "mcp"
+        note = (await call(client, "remember", text="Ada prefers tabs", scope="ada"))["note"]
+        fixed = await call(client, "correct", note_id=note["id"], text="Ada prefers spaces", reason="asked again")
+        history = await call(client, "history", note_id=note["id"])
+    stored = served.memory.history(note["id"])
+    assert stored.note.actor == credential_actor("ada", "mcp") == "ada via mcp"
+    assert [e.actor for e in stored.events] == ["ada via mcp"]
+    assert fixed["note"]["actor"] == "ada via mcp"
+    assert {e["actor"] for e in history["events"]} == {"ada via mcp"}
+    assert acted_by("ada via mcp") == ("ada", "mcp")
+
+
+def test_a_client_cannot_pass_for_a_credential_or_a_person() -> None:
+    assert agent_actor("ada via mcp") == "client:ada via mcp"
+    assert agent_actor("person:ada") == "client:person:ada"
+    assert acted_by(agent_actor("ada via mcp")) == (None, "client:ada via mcp")
+    assert acted_by("claude-code") == (None, "claude-code")
+    assert acted_by(credential_actor("ada", "bob via x")) == ("ada", "bob via x")
+
+
+@pytest.mark.anyio
+async def test_audit_lines_say_who_read_and_wrote_which_scope_without_note_text(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="corrigenda.audit")
+    async with authorized(served.url, ADA) as client:
+        await call(client, "recall_chains", query="which port?", scope="team-ops")
+        written = (await call(client, "remember", text="Ada's port is 7070", scope="ada"))["note"]["id"]
+        await call(client, "correct", note_id=written, text="Ada's port is 7171", reason="moved")
+        await client.call_tool("remember", {"text": "Ops port is 6060", "scope": "team-ops"})
+        await call(client, "scopes")
+    lines = [r.getMessage() for r in caplog.records if r.name == "corrigenda.audit"]
+    assert "ada read team-ops (recall_chains)" in lines
+    assert "ada wrote ada (remember)" in lines
+    assert f"ada wrote ada (correct {written})" in lines
+    assert "ada refused write team-ops (remember)" in lines
+    assert "ada listed 2 of 2 granted scopes (scopes)" in lines
+    assert not any("port" in line for line in lines), lines
+
+
+def grants_error(text: str) -> str:
+    with pytest.raises(GrantsError) as refused:
+        parse(text, "grants.toml")
+    return str(refused.value)
+
+
+def test_a_broken_grants_file_is_refused_naming_the_line() -> None:
+    sha = digest(ADA)
+    assert "line 3" in grants_error(f'[[credentials]]\nname = "ada"\ntoken_sha256 = {sha}\n')  # TOML: a bare value
+    error = grants_error(f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{sha}"\nwrite = "ada"\n')
+    assert "line 4" in error and "credentials[0].write" in error and "list of scope patterns" in error
+    error = grants_error(f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{ADA}"\nread = ["*"]\n')
+    assert "line 3" in error and "SHA-256" in error and ADA not in error.replace(f'"{ADA}"', "")
+    twice = f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{sha}"\nread = ["*"]\n'
+    error = grants_error(twice + twice.replace(sha, digest(BOB)))
+    assert "line 6" in error and "earlier credential" in error
+    assert "line 2" in grants_error(f'[[credentials]]\nname = "person:ada"\ntoken_sha256 = "{sha}"\nread = ["*"]\n')
+    assert "unknown key 'scopes'" in grants_error(f'[[credentials]]\nname = "a"\ntoken_sha256 = "{sha}"\nscopes = []\n')
+
+
+@pytest.mark.processes
+def test_a_server_with_a_broken_grants_file_does_not_start(db: str, tmp_path: Path) -> None:
+    grants = tmp_path / "grants.toml"
+    grants.write_text(f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{digest(ADA)}"\nread = "team-*"\n')
+    out = subprocess.run(
+        [CORRIGENDA, "serve", "--transport", "http", "--port", str(_free_port()), "--db", db],
+        env={**ENV, "CORRIGENDA_GRANTS": str(grants)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "grants.toml, line 4 (credentials[0].read)" in out.stderr and "listening" not in out.stderr, out.stderr
+
+
+@pytest.mark.processes
+def test_a_pattern_that_matches_no_scope_is_warned_about_at_start(db: str, memory: Memory, tmp_path: Path) -> None:
+    memory.remember(Draft(text=TEXT), scope="team-ops")
+    grants = tmp_path / "grants.toml"
+    grants.write_text(GRANTS.replace('write = ["ada"]', 'write = ["ada", "tema-*"]'))
+    port = _free_port()
+    proc = subprocess.Popen(
+        [CORRIGENDA, "serve", "--transport", "http", "--port", str(port), "--db", db],
+        env={**ENV, "CORRIGENDA_GRANTS": str(grants)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines: list[str] = []
+        # It comes right after the listening line. Blocking reads (the test's timeout bounds them): a
+        # select() on the pipe misses a line the buffered reader already holds, as both lines often
+        # arrive in one read.
+        while not any("grants:" in line for line in lines):
+            lines.append(proc.stderr.readline().decode())
+            assert lines[-1], f"the server stopped: {lines}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    listening = next(line for line in lines if "listening on" in line)
+    assert "bearer token required (CORRIGENDA_GRANTS)" in listening, lines
+    assert lines[-1].startswith("corrigenda: grants: no scope matches ada write 'ada'; ada write 'tema-*' (yet)")

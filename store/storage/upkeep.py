@@ -8,6 +8,7 @@ import threading
 import time
 from datetime import timedelta
 from functools import partial
+from typing import TYPE_CHECKING
 
 from filelock import Timeout
 
@@ -16,6 +17,9 @@ from .compaction import _tidy_small
 from .erasure import Erasure
 from .retry import _until_committed
 from .schema import NOTES
+
+if TYPE_CHECKING:
+    from lance.dataset import LanceDataset
 
 log = logging.getLogger(__name__)
 
@@ -45,45 +49,40 @@ class Upkeep(Erasure):
     def upkeep_due(self) -> bool:
         """Whether a table has enough small fragments, or rows no index covers yet, to compact it,
         or the notes have grown big enough for a vector index, or an index is of another type than
-        SCALAR_INDEXES says. Read from each table's latest version's manifest alone (`_catch_up`: on a
-        bucket a listing, and a manifest read if another process wrote since): the fragments, their
-        rows, and each index's type and the fragments it covers are all there. Asking the LanceDB
-        table instead (index statistics, its index list twice, its row count) cost a bucket reads of
-        the indexes' files on each look, and a process looks every few writes."""
+        SCALAR_INDEXES says, at the tables' latest versions."""
+        return bool(self._due(latest=True))
+
+    def _due(self, latest: bool) -> set[str]:
+        """The tables due for upkeep (`upkeep_due`), read from each table's manifest alone: the
+        fragments, their rows, and each index's type and the fragments it covers are all there. Asking
+        the LanceDB table instead (index statistics, its index list twice, its row count) cost a bucket
+        reads of the indexes' files on each look. `latest`: caught up first (on a bucket a listing a
+        table, and a manifest read if another process wrote since); else as this process's views
+        stand, which its last call caught up and its own writes moved: what the look after a write
+        reads, since a process looks every few writes and compaction looks again, on the latest
+        versions, under the lease (`compact`)."""
+        due = set()
         for name, table in self._tables().items():
-            self._read(partial(self._catch_up, table))
-            view = self._view(table)
-            fragments = view.get_fragments()
-            if sum(f.metadata.physical_rows < limits.FRAGMENT_ROWS[name] for f in fragments) >= self._compact_at:
-                return True
-            indexes = view.describe_indices()
-            by_id = [index for index in indexes if index.name == "id_idx"]
-            covered = {f for index in by_id for segment in index.segments for f in segment.fragment_ids}
-            unindexed = sum(f.metadata.physical_rows for f in fragments if f.fragment_id not in covered)
-            if by_id and unindexed >= limits.REINDEX_AT:
-                return True
-            vector_indexed = any(index.field_names == ["vector"] for index in indexes)
-            rows = sum(f.metadata.num_rows for f in fragments)
-            if name == NOTES and not vector_indexed and rows >= limits.VECTOR_INDEX_AT:
-                return True  # (outgrown partitions wait for a compaction)
-            wanted = limits.SCALAR_INDEXES[name]
-            for index in indexes:
-                kind = index.type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
-                if len(index.field_names) == 1 and wanted.get(index.field_names[0], kind) != kind:
-                    return True
-        return False
+            if latest:
+                self._read(partial(self._catch_up, table))
+            if _table_due(name, self._view(table), self._compact_at):
+                due.add(name)
+        return due
 
     def compact_if_due(self) -> bool:
+        """Compact the tables due, if any (`compact`); what a process's writes set off every few writes."""
         try:
-            return self.upkeep_due() and self.compact()
+            return bool(self._due(latest=False)) and self.compact(only_due=True)
         except Exception:  # upkeep must never fail a caller's write
             log.exception("compaction failed; it will be tried again after later writes")
             return False
 
-    def compact(self, keep_versions_for: timedelta = limits.KEEP_VERSIONS_FOR) -> bool:
+    def compact(self, keep_versions_for: timedelta = limits.KEEP_VERSIONS_FOR, only_due: bool = False) -> bool:
         """Merge small fragments, bring the indexes up to date, drop versions older than
         `keep_versions_for` and the files a crash left behind; one process at a time (False:
-        another process is at it)."""
+        another process is at it). `only_due`: only the tables due on their latest versions, looked at
+        once this process holds the lease (False: none is, another process compacted them since this
+        one looked: on the three-server bench half the compactions were such second ones)."""
         tables = self._tables()  # opened (never made) outside the lock, which making a table takes
         with self._compact_lock:
             if self._stopping:
@@ -91,6 +90,11 @@ class Upkeep(Erasure):
             try:
                 with self._exclusive(0):
                     self._erase(tables)  # what a process that forgot and then stopped left
+                    if only_due:
+                        due = self._due(latest=True)
+                        if not due:
+                            return False
+                        tables = {name: table for name, table in tables.items() if name in due}
                     for name, table in tables.items():
                         _until_committed(partial(self._tidy, name, table, keep_versions_for), limits.UPKEEP_WAIT)
                     small = [self._lease.table() if self._lease is not None else None, self._erasures_table()]
@@ -129,3 +133,26 @@ class Upkeep(Erasure):
             return False
         self._compact_lock.release()
         return True
+
+
+def _table_due(name: str, view: LanceDataset, compact_at: int) -> bool:
+    """Whether one table, at `view`'s version, is due for upkeep (`Upkeep.upkeep_due`)."""
+    fragments = view.get_fragments()
+    if sum(f.metadata.physical_rows < limits.FRAGMENT_ROWS[name] for f in fragments) >= compact_at:
+        return True
+    indexes = view.describe_indices()
+    by_id = [index for index in indexes if index.name == "id_idx"]
+    covered = {f for index in by_id for segment in index.segments for f in segment.fragment_ids}
+    unindexed = sum(f.metadata.physical_rows for f in fragments if f.fragment_id not in covered)
+    if by_id and unindexed >= limits.REINDEX_AT:
+        return True
+    vector_indexed = any(index.field_names == ["vector"] for index in indexes)
+    rows = sum(f.metadata.num_rows for f in fragments)
+    if name == NOTES and not vector_indexed and rows >= limits.VECTOR_INDEX_AT:
+        return True  # (outgrown partitions wait for a compaction)
+    wanted = limits.SCALAR_INDEXES[name]
+    for index in indexes:
+        kind = index.type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
+        if len(index.field_names) == 1 and wanted.get(index.field_names[0], kind) != kind:
+            return True
+    return False

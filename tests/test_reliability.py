@@ -814,7 +814,7 @@ def test_close_waits_for_a_thread_still_looking_whether_upkeep_is_due(memory: Me
     import could exit under it. Now `close` waits for it and says whether it finished."""
     looking, release = threading.Event(), threading.Event()
 
-    def slow_look() -> bool:
+    def slow_look(latest: bool = True) -> bool:
         looking.set()
         release.wait(10)
         return False

@@ -46,11 +46,12 @@ class Upkeep(Erasure):
                 self._checkers = [t for t in self._checkers if t.is_alive()] + [thread]
             thread.start()
 
-    def upkeep_due(self) -> bool:
+    def upkeep_due(self, latest: bool = True) -> bool:
         """Whether a table has enough small fragments, or rows no index covers yet, to compact it,
         or the notes have grown big enough for a vector index, or an index is of another type than
-        SCALAR_INDEXES says, at the tables' latest versions."""
-        return bool(self._due(latest=True))
+        SCALAR_INDEXES says: at the tables' latest versions, or (not `latest`) as this process's views
+        stand (`_due`)."""
+        return bool(self._due(latest))
 
     def _due(self, latest: bool) -> set[str]:
         """The tables due for upkeep (`upkeep_due`), read from each table's manifest alone: the
@@ -72,7 +73,7 @@ class Upkeep(Erasure):
     def compact_if_due(self) -> bool:
         """Compact the tables due, if any (`compact`); what a process's writes set off every few writes."""
         try:
-            return bool(self._due(latest=False)) and self.compact(only_due=True)
+            return self.upkeep_due(latest=False) and self.compact(only_due=True)
         except Exception:  # upkeep must never fail a caller's write
             log.exception("compaction failed; it will be tried again after later writes")
             return False

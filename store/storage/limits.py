@@ -15,8 +15,8 @@ from .schema import EVENTS, NOTES
 # reads made 19 % fewer requests in all with forgets, 37 % without (docs/object-storage.md, "Measured").
 COMPACT_AT_FRAGMENTS = 48
 COMPACT_AT_FRAGMENTS_REMOTE = 16
-# A process looks whether upkeep is due after this many of its writes (a look lists both tables' versions
-# and reads a manifest that moved; upkeep.py).
+# A process looks whether upkeep is due after this many of its writes (a look reads the manifests its
+# views hold, no request; a compaction looks again on the latest versions under the lease: upkeep.py).
 UPKEEP_CHECK_EVERY = 16
 UPKEEP_CHECK_EVERY_REMOTE = 4
 # Compaction merges fragments smaller than this many rows and leaves bigger ones alone, so one

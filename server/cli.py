@@ -306,12 +306,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     memory = build_memory(settings)
     if args.command == "ui":
+        from .grants import GrantsError
         from .http import RefusedToListen
         from .ui import serve_ui
 
         try:
             serve_ui(memory, _resolve_scope(settings, memory), settings)
-        except RefusedToListen as exc:
+        except (RefusedToListen, GrantsError) as exc:
             return _fail(str(exc))
         return 0
     try:

@@ -94,13 +94,7 @@ def check_port(host: str, port: int, flag: str) -> None:
 
 
 def refuse_exposure_without_token(settings: Settings, where: str, what: str = "") -> None:
-    """RefusedToListen if `settings.host` is off loopback and neither a token nor grants are set; for
-    the web view (`what`), which knows the token alone, if grants are set without a token, anywhere."""
-    if what and settings.grants is not None and settings.token is None:
-        raise RefusedToListen(
-            f"refusing to serve {what} on {where}: it opens with CORRIGENDA_TOKEN only and would not apply "
-            "CORRIGENDA_GRANTS; set CORRIGENDA_TOKEN (every grant) to serve it"
-        )
+    """RefusedToListen if `settings.host` is off loopback and neither a token nor grants are set."""
     if not authenticates(settings) and not is_loopback(settings.host):
         raise RefusedToListen(
             f"refusing to {f'serve {what} on' if what else 'listen on'} {where} without a token: other machines "

@@ -195,7 +195,7 @@ def parse_time(flag: str, text: str | None, now: datetime) -> datetime | None:
     ago = RELATIVE.match(text.strip())
     if ago:
         return now - timedelta(**{UNITS[ago[2]]: int(ago[1])})
-    from .app import iso_8601
+    from .arguments import iso_8601
 
     try:
         return iso_8601(text)

@@ -48,7 +48,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import ui_html as h
-from .app import iso_8601
+from .arguments import iso_8601
 from .config import Settings
 from .connections import bounded_server
 from .grants import SHARED_TOKEN, Grants

@@ -26,8 +26,8 @@ from .explain import explain
 from .fold import Fold, fold
 from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
+from .model import MAX_LINKS, MAX_QUERY, Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
-from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
 from .recall import Candidate, RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
@@ -580,6 +580,8 @@ class Memory:
     ) -> Trace:
         if not query.strip():
             raise InvalidArgument("query", "must not be empty")
+        if len(query) > MAX_QUERY:
+            raise InvalidArgument("query", f"has {len(query)} characters; the limit is {MAX_QUERY}")
         if budget < 1:
             raise InvalidArgument("budget_tokens", "must be at least 1")
         scope = check_scope(scope)
@@ -755,6 +757,8 @@ class Memory:
     def _targets(self, src: Note, fields: Mapping[str, Sequence[str]]) -> dict[str, Note]:
         """The notes named by a write's edges, read at once and checked: ids, not itself, same scope."""
         for field, ids in fields.items():
+            if len(ids) > MAX_LINKS:
+                raise InvalidArgument(field, f"names {len(ids)} notes; the limit is {MAX_LINKS}")
             for target in ids:
                 check_id(target, field, prefix=NOTE_PREFIX)
                 if target == src.id:

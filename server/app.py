@@ -373,7 +373,8 @@ def build_server(
 
     grants: Grants | None = None  # None: every caller is the local user (stdio, or HTTP without credentials)
     if settings.transport == "http" and http.authenticates(settings):
-        grants = load_grants(settings.grants, settings.token.get_secret_value() if settings.token else None)
+        token = settings.token.get_secret_value() if settings.token else None
+        grants = load_grants(settings.grants, token, oauth=settings.oauth_issuer is not None)
     scope_line = SCOPE_OF_PROJECT if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     server = CorrigendaServer(
         "corrigenda", instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=package_version(),

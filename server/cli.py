@@ -450,7 +450,9 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     except GrantsError as exc:
         return _fail(str(exc))
     if settings.transport == "http" and settings.grants is not None:
-        unmatched = grants.load(settings.grants).unmatched(c.scope for c in memory.scopes())
+        unmatched = grants.load(settings.grants, oauth=settings.oauth_issuer is not None).unmatched(
+            c.scope for c in memory.scopes()
+        )
         if unmatched:
             notices.append(f"grants: no scope matches {'; '.join(unmatched)} (yet)")
     if settings.transport == "http":

@@ -10,7 +10,6 @@ name that resolves to 127.0.0.1.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import sys
 from collections.abc import Sequence
@@ -22,9 +21,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from .config import MIN_TOKEN_LENGTH, Settings
+from .config import MIN_TOKEN_LENGTH, Settings, is_loopback
 from .connections import bounded_server
 from .grants import GrantedTokens, Grants
+from .oauth import Issuer
 
 PATH = "/mcp"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -34,33 +34,41 @@ class RefusedToListen(Exception):
     """The settings would expose the store: the message says what to set."""
 
 
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
-
-
 def netloc(host: str, port: int) -> str:
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def auth(settings: Settings, grants: Grants | None) -> dict[str, Any]:
     """MCPServer's auth arguments: a verifier for the credentials of `grants` (the configured token's and
-    the grants file's, grants.py), or none on stdio or without any."""
+    the grants file's, grants.py; with an OAuth issuer, its access tokens too, oauth.py), or none on
+    stdio or without any.
+
+    With an issuer, the SDK's own pieces make this an OAuth 2.1 resource server: given
+    resource_server_url, it serves the RFC 9728 metadata (this resource, its authorization server) at
+    /.well-known/oauth-protected-resource plus the resource's path, and its 401 names that address in
+    `WWW-Authenticate: Bearer … resource_metadata="…"`. The audience is checked by oauth.py, against
+    the very URL the metadata publishes, so the SDK's own check of AccessToken.resource is left off: it
+    would refuse the static tokens, which name no resource."""
     if settings.transport != "http" or grants is None:
         return {}
-    return {
-        "token_verifier": GrantedTokens(grants),
+    if settings.oauth_issuer is None or settings.resource is None:
         # The SDK wants an issuer for OAuth metadata; with no resource_server_url it publishes none.
-        "auth": AuthSettings(issuer_url=f"http://{netloc(settings.host, settings.port)}", resource_server_url=None),
+        return {
+            "token_verifier": GrantedTokens(grants),
+            "auth": AuthSettings(issuer_url=f"http://{netloc(settings.host, settings.port)}", resource_server_url=None),
+        }
+    oauth = AuthSettings(
+        issuer_url=settings.oauth_issuer, resource_server_url=settings.resource, validate_token_resource=False
+    )
+    resource = str(oauth.resource_server_url)  # as published: the audience a token must name
+    return {
+        "token_verifier": GrantedTokens(grants, Issuer(settings.oauth_issuer, resource, settings.oauth_jwks)),
+        "auth": oauth,
     }
 
 
 def authenticates(settings: Settings) -> bool:
-    """Whether HTTP requests must carry a credential: a token or a grants file is set."""
+    """Whether HTTP requests must carry a credential: a token or a grants file is set (OAuth needs one)."""
     return settings.token is not None or settings.grants is not None
 
 
@@ -124,6 +132,8 @@ def serve_http(
             name for name, on in (("CORRIGENDA_TOKEN", settings.token), ("CORRIGENDA_GRANTS", settings.grants)) if on
         ]
         access = f"bearer token required ({', '.join(given)})"
+        if settings.oauth_issuer is not None:
+            access += f"; OAuth access tokens of {settings.oauth_issuer} for {settings.resource}"
     hint = ""
     if not settings.allowed_hosts and not is_loopback(settings.host):
         hint = (

@@ -237,6 +237,7 @@ def test_a_broken_grants_file_is_refused_naming_the_line() -> None:
     assert "unknown key 'scopes'" in grants_error(f'[[credentials]]\nname = "a"\ntoken_sha256 = "{sha}"\nscopes = []\n')
 
 
+OPS_BOT = "ops-bot-token-for-tests-0123456789"
 OAUTH_GRANTS = f"""
 [[credentials]]
 name = "ada"
@@ -261,7 +262,7 @@ read = ["*"]
 
 [[credentials]]
 name = "ops-bot"
-token_sha256 = "{digest(BOB)}"
+token_sha256 = "{digest(OPS_BOT)}"
 write = ["team-ops"]
 """
 

@@ -5,9 +5,9 @@ may read and write (fnmatch, case-sensitive, as scope names are). What it shows 
 bearer token (`token_sha256`, its SHA-256: the token itself is never stored), or, with an OAuth
 issuer set (oauth.py), an access token whose subject (`oauth_subject`, the `sub` claim), one of
 whose groups (`oauth_group`, the `groups` claim) or one of whose scopes (`oauth_scope`, the `scope`
-or `scp` claim) it names. A grant to write a scope is a grant to read it too: `remember` and `correct` answer with
-what the scope already holds. `CORRIGENDA_TOKEN`, when set, is one more credential, named
-`token`, with every grant. A caller without a credential (stdio, or HTTP on loopback with no
+or `scp` claim) it names. A grant to write a scope is a grant to read it too: `remember` and
+`correct` answer with what the scope already holds. `CORRIGENDA_TOKEN`, when set, is one more
+credential, named `token`, with every grant. A caller without a credential (stdio, or HTTP on loopback with no
 token and no grants) is the local user, with every grant.
 
     [[credentials]]
@@ -99,16 +99,16 @@ class Grants:
         why when none does, or two do."""
         shown = token_claims(claims)
         for key in ("oauth_subject", "oauth_group", "oauth_scope"):
-            matched = sorted({g.name for v in shown[CLAIM[key]] if (g := self.by_claim.get((key, v)))})
+            matched = {g.name: g for v in shown[CLAIM[key]] if (g := self.by_claim.get((key, v)))}
             if len(matched) == 1:
-                return self.named(matched[0])  # type: ignore[return-value]
+                return next(iter(matched.values()))
             if matched:
                 raise Refused(
-                    f"ambiguous token of subject {shown['subject'][0]!r}: its {CLAIM[key]} match credentials "
-                    f"{', '.join(map(repr, matched))}; name one for its subject (oauth_subject)"
+                    f"ambiguous token of subject {claims.get('sub')!r}: its {CLAIM[key]} match credentials "
+                    f"{', '.join(map(repr, sorted(matched)))}; name one for its subject (oauth_subject)"
                 )
         raise Refused(
-            f"no credential of the grants file matches token of subject {shown['subject'][0]!r} "
+            f"no credential of the grants file matches token of subject {claims.get('sub')!r} "
             f"(groups {shown['groups']}, scopes {shown['scopes']})"
         )
 

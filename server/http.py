@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -24,6 +25,7 @@ from starlette.routing import BaseRoute
 from .config import MIN_TOKEN_LENGTH, Settings, is_loopback
 from .connections import bounded_server
 from .grants import GrantedTokens, Grants
+from .grants import load as load_grants
 from .oauth import Issuer
 
 PATH = "/mcp"
@@ -41,30 +43,33 @@ def netloc(host: str, port: int) -> str:
 def auth(settings: Settings, grants: Grants | None) -> dict[str, Any]:
     """MCPServer's auth arguments: a verifier for the credentials of `grants` (the configured token's and
     the grants file's, grants.py; with an OAuth issuer, its access tokens too, oauth.py), or none on
-    stdio or without any.
-
-    With an issuer, the SDK's own pieces make this an OAuth 2.1 resource server: given
-    resource_server_url, it serves the RFC 9728 metadata (this resource, its authorization server) at
-    /.well-known/oauth-protected-resource plus the resource's path, and its 401 names that address in
-    `WWW-Authenticate: Bearer … resource_metadata="…"`. The audience is checked by oauth.py, against
-    the very URL the metadata publishes, so the SDK's own check of AccessToken.resource is left off: it
-    would refuse the static tokens, which name no resource."""
+    stdio or without any."""
     if settings.transport != "http" or grants is None:
         return {}
-    if settings.oauth_issuer is None or settings.resource is None:
+    oauth = resource_server(settings)
+    if oauth is None or oauth.resource_server_url is None:
         # The SDK wants an issuer for OAuth metadata; with no resource_server_url it publishes none.
         return {
             "token_verifier": GrantedTokens(grants),
             "auth": AuthSettings(issuer_url=f"http://{netloc(settings.host, settings.port)}", resource_server_url=None),
         }
-    oauth = AuthSettings(
+    resource = str(oauth.resource_server_url)  # as the metadata publishes it: the audience a token must name
+    issuer = Issuer(str(settings.oauth_issuer), resource, settings.oauth_jwks)
+    return {"token_verifier": GrantedTokens(grants, issuer), "auth": oauth}
+
+
+def resource_server(settings: Settings) -> AuthSettings | None:
+    """With an OAuth issuer, the SDK's settings that make this an OAuth 2.1 resource server: given
+    resource_server_url, it serves the RFC 9728 metadata (this resource, its authorization server) at
+    /.well-known/oauth-protected-resource plus the resource's path, and its 401 names that address in
+    `WWW-Authenticate: Bearer … resource_metadata="…"`. oauth.py checks the audience, against the very
+    URL the metadata publishes; the SDK's own check of AccessToken.resource is left off, as it would
+    refuse the static tokens, which name no resource."""
+    if settings.oauth_issuer is None or settings.resource is None:
+        return None
+    return AuthSettings(
         issuer_url=settings.oauth_issuer, resource_server_url=settings.resource, validate_token_resource=False
     )
-    resource = str(oauth.resource_server_url)  # as published: the audience a token must name
-    return {
-        "token_verifier": GrantedTokens(grants, Issuer(settings.oauth_issuer, resource, settings.oauth_jwks)),
-        "auth": oauth,
-    }
 
 
 def authenticates(settings: Settings) -> bool:
@@ -152,9 +157,20 @@ def serve_http(
 def mcp_app(server: MCPServer[Any], settings: Settings, routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The MCP endpoint at PATH, with the Host and Origin checks (and the token, if `server` has one);
     `routes` beside it, after it. The SDK's bearer check guards PATH alone: each of `routes` must
-    carry its own checks (the web view's Mount has its Gate, ui_gate.py)."""
+    carry its own checks (the web view's Mount has its Gate, ui_gate.py).
+
+    With OAuth, the RFC 9728 metadata lists as `scopes_supported` the scopes the grants file names
+    (`oauth_scope`), possibly none: an MCP client asks for exactly those, and with no list it asks for
+    every scope the issuer supports (`openid`, `offline_access`, …), which a client credentials grant
+    is refused. The grants file is read again for them: build_server has checked it."""
     app = server.streamable_http_app(
         streamable_http_path=PATH, transport_security=transport_security(settings), host=settings.host
     )
+    oauth = resource_server(settings)
+    if oauth is not None and oauth.resource_server_url is not None:
+        scopes = sorted(v for k, v in load_grants(settings.grants, oauth=True).by_claim if k == "oauth_scope")
+        (metadata,) = create_protected_resource_routes(oauth.resource_server_url, [oauth.issuer_url], scopes)
+        # In the SDK's route's place: it lists AuthSettings.required_scopes, which it requires of every token.
+        app.router.routes[:] = [metadata if getattr(r, "path", None) == metadata.path else r for r in app.router.routes]
     app.router.routes.extend(routes)
     return app

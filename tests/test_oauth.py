@@ -21,6 +21,10 @@ import pytest
 from corrigenda.server.config import Settings
 from corrigenda.store import Draft, Memory
 from corrigenda.store.model import credential_actor
+from mcp import Client
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from .conftest import call
 from .test_grants import OAUTH_GRANTS, OPS_BOT, outcome, serving
@@ -117,9 +121,47 @@ def test_the_metadata_names_this_resource_and_its_authorization_server(served: S
         refused = http.post(served.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert metadata["resource"] == served.resource
     assert metadata["authorization_servers"] == [served.issuer.issuer]
+    assert metadata["scopes_supported"] == ["memory.audit"]  # the grants file's oauth_scope values
     assert refused.status_code == 401
     assert refused.headers["www-authenticate"].startswith("Bearer ")
     assert f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
+
+
+class TokensInMemory:
+    """The SDK client's TokenStorage, for one test."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@pytest.mark.anyio
+async def test_an_mcp_client_with_only_its_client_credentials_finds_the_issuer_from_the_401(served: Served) -> None:
+    """The SDK's own OAuth client: the 401 names the metadata, the metadata the issuer, the issuer's
+    metadata its token endpoint; the token it gets there for this resource (RFC 8707) is accepted."""
+    storage = TokensInMemory()
+    oauth = ClientCredentialsOAuthProvider(
+        served.url, storage, client_id="ada", client_secret="ada-secret", issuer=served.issuer.issuer
+    )
+    async with (
+        httpx2.AsyncClient(auth=oauth, trust_env=False, timeout=30) as http,
+        Client(streamable_http_client(served.url, http_client=http)) as client,
+    ):
+        note = (await call(client, "remember", text="Ada prefers tabs", scope="ada"))["note"]
+    assert storage.tokens is not None and claims_of(storage.tokens.access_token)["aud"] == served.resource
+    assert served.memory.history(note["id"]).note.actor == "ada via mcp"
 
 
 @pytest.mark.anyio

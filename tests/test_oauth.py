@@ -54,11 +54,13 @@ def authorization_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
         [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=home, check=True, capture_output=True,
         timeout=600,
     )  # fmt: skip
-    proc = subprocess.Popen([node, "server.mjs"], cwd=home, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    errors = home / "stderr.txt"
+    with errors.open("wb") as stderr:
+        proc = subprocess.Popen([node, "server.mjs"], cwd=home, stdout=subprocess.PIPE, stderr=stderr)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocking: the test's timeout bounds it
-        assert line, "the authorization server stopped before it listened"
+        assert line, f"the authorization server stopped before it listened: {errors.read_text()}"
         issuers = json.loads(line)
         yield AuthorizationServer(issuers["issuer"], issuers["other_issuer"])
     finally:

@@ -4,8 +4,9 @@ The server is a resource server alone: it never issues a token. The SDK publishe
 metadata (which issuer to ask for a token, for which resource) and answers a request without an
 accepted token with 401 and that metadata's address (http.py). Here, a JWT access token (RFC 9068)
 is accepted when PyJWT finds it signed by a key of the issuer with an asymmetric algorithm, issued
-by the issuer, for this resource (`aud`), and current (`exp`, `iat`, `nbf`, within LEEWAY of this
-machine's clock). Nothing of that is checked by hand here.
+by the issuer, for this resource (`aud`), and current: `iat` and `nbf` at most LEEWAY ahead of this
+machine's clock, `exp` not passed (PyJWT allows LEEWAY there too, but the SDK then refuses a token
+whose AccessToken.expires_at has passed). Nothing of that is checked by hand here.
 
 The issuer's keys (JWKS) are at CORRIGENDA_OAUTH_JWKS, else at the `jwks_uri` of its metadata
 (RFC 8414, else OpenID Connect discovery). Both are fetched on first use, not at start, so that a

@@ -21,7 +21,7 @@ from corrigenda.server.config import Settings
 from corrigenda.server.connections import bounded_server
 from corrigenda.server.grants import GrantsError, digest, parse
 from corrigenda.server.http import mcp_app
-from corrigenda.server.oauth import Refused
+from corrigenda.server.oauth import Refused, metadata_urls
 from corrigenda.store import Draft, Memory
 from corrigenda.store.model import acted_by, agent_actor, credential_actor
 
@@ -330,6 +330,17 @@ def test_oauth_settings_come_together_with_a_grants_file_and_https_off_loopback(
             Settings(**given)  # type: ignore[arg-type]
     local = Settings(oauth_issuer="http://127.0.0.1:9000", resource="http://localhost:8765/mcp", grants="g.toml")
     assert local.oauth_issuer == "http://127.0.0.1:9000"
+
+
+def test_the_issuers_metadata_is_looked_for_where_rfc_8414_then_openid_connect_put_it() -> None:
+    assert metadata_urls("https://login.example.com/realms/team") == [
+        "https://login.example.com/.well-known/oauth-authorization-server/realms/team",
+        "https://login.example.com/realms/team/.well-known/openid-configuration",
+    ]
+    assert metadata_urls("https://login.example.com") == [
+        "https://login.example.com/.well-known/oauth-authorization-server",
+        "https://login.example.com/.well-known/openid-configuration",
+    ]
 
 
 @pytest.mark.processes

@@ -208,7 +208,8 @@ def build_server(
     grants file cannot be used."""
     grants: Grants | None = None  # None: every caller is the local user (stdio, or HTTP without credentials)
     if settings.transport == "http" and http.authenticates(settings):
-        grants = load_grants(settings.grants, settings.token.get_secret_value() if settings.token else None)
+        token = settings.token.get_secret_value() if settings.token else None
+        grants = load_grants(settings.grants, token, oauth=settings.oauth_issuer is not None)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:

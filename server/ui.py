@@ -96,7 +96,8 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
     csrf = secrets.token_urlsafe(32)
     grants: Grants | None = None  # None: every caller is the local user, who may do anything
     if authenticates(settings):
-        grants = load_grants(settings.grants, settings.token.get_secret_value() if settings.token else None)
+        token = settings.token.get_secret_value() if settings.token else None
+        grants = load_grants(settings.grants, token, oauth=settings.oauth_issuer is not None)
 
     def person(request: Request) -> str:
         """The actor of a person's write: the credential's name (the configured person's for the shared token)."""

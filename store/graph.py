@@ -278,7 +278,7 @@ class Graphs:
             for scope in holding:
                 del self._rows[scope]
 
-    def forget(self) -> None:
+    def drop_all(self) -> None:
         """Drop every graph and kept note (after a delete): the next call of each scope reads it again."""
         with self._lock:
             self._graphs.clear()

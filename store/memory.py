@@ -426,7 +426,7 @@ class Memory:
         elif not erased:
             self.tables.erase_forgotten()
             erased = True
-        self.graphs.forget()
+        self.graphs.drop_all()
         return Forgotten(
             note_id=note_id, changed=fresh, events_removed=removed, notes_changed=changed,
             erasure="done" if erased else "pending",
@@ -715,7 +715,7 @@ class Memory:
                 self.forget(note.id, reason="withdrawn: a note it named was forgotten while it was being written")
             else:
                 self.tables.erase_forgotten(events=[e.id for e in written])
-                self.graphs.forget()
+                self.graphs.drop_all()
             field, target = next((f, t) for f, ids in targets.items() for t in ids if t in forgotten)
             raise NotFound("note", target, field)
         if corrected is None or note is None:
@@ -923,7 +923,7 @@ class Memory:
         its trailer, or not matching it, is refused unless `partial` (transfer.py)."""
         parsed = transfer.parse(lines, scope, actor, source, self.clock(), partial)
         imported = transfer.import_parsed(self.tables, self.embedder, parsed, progress)
-        self.graphs.forget()  # its events were appended outside the graphs' bookkeeping
+        self.graphs.drop_all()  # its events were appended outside the graphs' bookkeeping
         return imported
 
 

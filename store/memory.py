@@ -28,6 +28,7 @@ from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
 from .model import MAX_LINKS, MAX_QUERY, Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
+from .reader import ScopeReader
 from .recall import Candidate, RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
@@ -586,41 +587,25 @@ class Memory:
             raise InvalidArgument("budget_tokens", "must be at least 1")
         scope = check_scope(scope)
 
-        def load(entries: Sequence[Note], at: datetime) -> Fold:
-            return self._load(scope, at, [*entries, *also])
-
-        return recall.run(
-            self.tables, self.embedder, load, functools.partial(self._found, scope),
-            functools.partial(self._vectors, scope), query, scope, now=self.clock(), as_of=_utc(as_of),
-            budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
+        reader = self.reader(scope, also)
+        trace = recall.run(
+            reader, self.embedder, query, now=self.clock(), as_of=_utc(as_of), budget_tokens=budget,
+            max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
+        self._loaded.version = reader.version
+        return trace
+
+    def reader(self, scope: str, also: Sequence[Note] = ()) -> ScopeReader:
+        """A reader of `scope` for one call (reader.py): what recall and the writes' checks read through."""
+        return ScopeReader(self.tables, self.graphs, scope, also)
 
     def _load(self, scope: str, at: datetime, around: Sequence[Note]) -> Fold:
-        """The fold of the chains and prerequisites of `around` (notes already read), from the scope's
-        graph, refreshed after those reads (graph.py says why), and the notes it reaches."""
-        graph, self._loaded.version = self.graphs.get_with_version(scope)
-        known = {n.id: n for n in around}
-        reached = graph.reachable(known)
-        notes = self.graphs.notes_of(scope, reached - known.keys(), self._notes_and_their_vectors)
-        return fold([*notes.values(), *known.values()], graph.around(reached), at)
-
-    def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
-        """Notes by id; their vectors, where read along, kept for the near-duplicate pass."""
-        notes, vectors = self.tables.notes_with_vectors(ids)
-        self.graphs.vectors.put(vectors)
-        return notes
-
-    def _found(self, scope: str, ids: Sequence[str]) -> dict[str, Note]:
-        """The notes searches found in a scope, read in one go with the notes their chains and
-        prerequisites reach (kept for the fold that follows: `_load`), all but those kept already. The
-        graph is asked after the searches, so it holds the edges of every note they found (graph.py)."""
-        wanted = self.graphs.get(scope).reachable(ids)
-        notes = self.graphs.notes_of(scope, wanted, self._notes_and_their_vectors)
-        return {i: notes[i] for i in ids if i in notes}
-
-    def _vectors(self, scope: str, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
-        """Stored embeddings of notes of a scope by id: those kept, the others read."""
-        return self.graphs.vectors_of(scope, ids, self.tables.vectors)
+        """The fold of the chains and prerequisites of `around` (notes already read), with the version it
+        read kept for the write's race check (`_refuse_if_raced`)."""
+        reader = self.reader(scope)
+        folded = reader.fold(around, at)
+        self._loaded.version = reader.version
+        return folded
 
     def _write(
         self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float], bool] | None = None
@@ -651,9 +636,8 @@ class Memory:
         read the note, those that qualify as similar, and those with exactly its text."""
         searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
         candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, functools.partial(self._found, note.scope), note.text, note.scope, None,
-            searched, embedding.result,
-        )  # fmt: skip
+            self.reader(note.scope), self.embedder, note.text, None, searched, embedding.result
+        )
         similar_to = [c for c in candidates.values() if c.qualified]
         identical = [c.note for c in candidates.values() if c.note.text == note.text]
         return candidates, readable, similar_to, identical

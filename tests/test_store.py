@@ -6,7 +6,6 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -341,8 +340,8 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     remote = on_a_bucket()  # re-scored by Lance: exact
     assert all(h.score == pytest.approx(exact_similarity[h.id], abs=1e-5) for h in remote if h.id in exact_similarity)
     candidates, _ = recall.find_candidates(
-        memory.tables, memory.embedder, partial(memory._found, "big"), "which host runs the billing export?", "big",
-        None, RetrievalSettings(per_retriever=20),
+        memory.reader("big"), memory.embedder, "which host runs the billing export?", None,
+        RetrievalSettings(per_retriever=20),
     )  # fmt: skip
     dense = sorted((c for c in candidates.values() if c.dense_rank is not None), key=lambda c: c.dense_rank or 0)
     assert len(dense) == 20 and len({c.note.id for c in dense} & exact_similarity.keys()) >= 19

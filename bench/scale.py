@@ -101,7 +101,7 @@ from typing import Any
 import numpy as np
 from corrigenda.store import Draft, Event, EventKind, Memory, Note, SentenceTransformerEmbedder
 from corrigenda.store.ids import new_event_id, new_note_id
-from harness import commit, markdown_table, write_results
+from harness import commit, markdown_table, percentile, write_results
 
 SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
 SCOPES_AT_1M = 1_000
@@ -709,11 +709,6 @@ def _timed(into: dict[str, float], key: str) -> Iterator[None]:
 
 
 # -- measuring ----------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between order statistics (numpy's default); p99 of 60 is near the worst."""
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
 
 def ms_summary(seconds: Sequence[float]) -> dict[str, float]:

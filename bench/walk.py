@@ -126,9 +126,8 @@ TABLES = {"main": table}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = harness.parser(__doc__, results="walk")
     parser.add_argument("--before", help="also measure the code of this revision")
-    parser.add_argument("--json", default=str(harness.RESULTS / "walk.json"))
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one walk, printed as JSON
     args = parser.parse_args(argv)
     if args.one:

@@ -62,7 +62,9 @@ def _engine_privates() -> set[str]:
 
 def _called(function: ast.expr) -> str:
     """`setattr` for `setattr(…)` and for `monkeypatch.setattr(…)`."""
-    return function.id if isinstance(function, ast.Name) else function.attr if isinstance(function, ast.Attribute) else ""
+    return (
+        function.id if isinstance(function, ast.Name) else function.attr if isinstance(function, ast.Attribute) else ""
+    )
 
 
 def _reaches(tree: ast.AST, privates: set[str]) -> Iterator[tuple[int, str]]:
@@ -140,7 +142,7 @@ def test_a_modules_own_private_names_are_its_own() -> None:
 
 def test_the_engines_private_names_are_found() -> None:
     engine = _engine_privates()
-    assert {"_operation", "_view", "_add", "_EVENT_SCHEMA"} <= engine  # a method, storage's handles, a constant
+    assert {"_operation", "_append", "_NOTE_SCHEMA", "_catch_up"} <= engine  # a decorator, methods, a constant
 
 
 def test_tests_and_benches_use_only_the_engines_public_names() -> None:

@@ -63,7 +63,7 @@ CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and comp
 SIMILAR_SEARCHED = 2 * SIMILAR_SHOWN
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
 CORRECTION_KEEPS = ("kind", "subject", "tags")
-# Where writes embed their note while they read (Memory._embedding): a thread per call under way.
+# Where writes embed their note while they read (Memory.embed_note): a thread per call under way.
 _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-embed")
 
 
@@ -177,7 +177,7 @@ class Memory:
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
             if len(set(targets)) != len(targets):
                 raise InvalidArgument(field, "lists a note more than once")
-        embedding = self._embedding(note.text)
+        embedding = self.embed_note(note.text)
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         candidates, readable, similar_to, identical = self._search_similar(note, embedding)
         vector = embedding.result()
@@ -219,7 +219,7 @@ class Memory:
         scope = check_scope(scope)
         now = self.clock()
         note = self._new_note(draft, scope, None, now)
-        _, readable, similar_to, identical = self._search_similar(note, self._embedding(note.text))
+        _, readable, similar_to, identical = self._search_similar(note, self.embed_note(note.text))
         before = self._load(scope, now, [*(c.note for c in similar_to), *identical])
         if self._current_among(identical, before) is not None:
             return []
@@ -262,7 +262,7 @@ class Memory:
         replaced it, and the error names that one (README, "Guard rails").
         """
         reason = self._reason(reason)
-        embedding = self._embedding(self._checked_text(draft))
+        embedding = self.embed_note(self._checked_text(draft))
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
@@ -494,6 +494,21 @@ class Memory:
     recall_chains = recall  # the tool's name
 
     @_operation
+    def trace(
+        self,
+        query: str,
+        scope: str = "default",
+        budget_tokens: int = 2000,
+        max_chains: int | None = None,
+        include_history: bool = True,
+        as_of: datetime | None = None,
+    ) -> Trace:
+        """The recall `recall` makes, with all it weighed: every candidate with its ranks and score, the
+        fold, the chains built, those trimmed or dropped as duplicates, and what recall returns
+        (`trace.result`). What `why_excluded` reads; tests and benches check the scores here."""
+        return self._run(query, scope, budget_tokens, max_chains, include_history, as_of)
+
+    @_operation
     def why_excluded(
         self,
         note_id: str,
@@ -651,9 +666,10 @@ class Memory:
             if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE
         ]
 
-    def _embedding(self, text: str) -> Future[list[float]]:
+    def embed_note(self, text: str) -> Future[list[float]]:
         """A write's note embedded beside the reads it makes first, which mostly wait on the store:
-        the model keeps to half the cores (embedder.torch_threads)."""
+        the model keeps to half the cores (embedder.torch_threads). Every write embeds its note here
+        (bench/overlap.py puts the embedding first instead, to measure what this saves)."""
         return _EMBEDDING.submit(lambda: self.embedder.embed([text])[0])
 
     @staticmethod

@@ -18,6 +18,7 @@ from corrigenda.store import (
     ModelMismatch,
     SentenceTransformerEmbedder,
     graph,
+    recall,
     tables,
     where,
 )

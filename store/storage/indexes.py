@@ -163,8 +163,7 @@ def _wholly_indexed(view: LanceDataset) -> bool:
     """Whether the vector index covers every fragment of this version. Then a search through it returns
     the index's 8-bit estimates of 2 - 2·cos (the normalized vectors' squared distance), not 1 - cos:
     Lance re-scores the hits exactly, from their vectors, only when it also searches fragments the
-    index has not taken in (any, whatever the filter). Both come from the version's metadata: on the
-    bucket bench, recalls asked again took 49 ms with this check and 50 without (docs/object-storage.md, "Measured")."""
+    index has not taken in (any, whatever the filter). Both come from the version's metadata: no request."""
     indexed = {
         fragment
         for index in view.describe_indices()

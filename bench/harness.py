@@ -1,4 +1,5 @@
-"""What every bench shares: the record of a run, its results file, and the markdown its tables become.
+"""What every bench shares: its command line, repeated runs, percentiles, the record of a run, its
+results file, and the markdown its tables become.
 
 A bench ends with ``harness.write_results(path, payload)``: the payload gains a ``run`` entry (the
 command as typed from the repository root, the date, the commit and whether the working tree had
@@ -12,18 +13,64 @@ what the results files say, so no figure in the docs is edited by hand.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+
+
+T = TypeVar("T")
+
+
+def parser(doc: str | None, *, runs: int | None = None, results: str | None = None) -> argparse.ArgumentParser:
+    """A bench's command line: described by its docstring's first line; `--runs N` when `runs` (the
+    default count) is given; `--json PATH`, by default `bench/results/RESULTS.json` when `results` is
+    given, else only when asked for."""
+    parsed = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    if runs is not None:
+        parsed.add_argument("--runs", type=_at_least_one, default=runs, help=f"number of runs (default {runs})")
+    if results is not None:
+        parsed.add_argument("--json", type=Path, default=RESULTS / f"{results}.json", help="the results file")
+    else:
+        parsed.add_argument("--json", type=Path, help="also write every figure here")
+    return parsed
+
+
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def repeat(one_run: Callable[[], T], runs: int, describe: Callable[[T], str] = str) -> list[T]:
+    """`one_run()` `runs` times; each run's figures on stderr as it ends (`describe`)."""
+    done = []
+    for i in range(runs):
+        done.append(one_run())
+        print(f"run {i + 1}/{runs}: {describe(done[-1])}", file=sys.stderr)
+    return done
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between order statistics (numpy's default): p99 of 60 values
+    lies near the worst."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    rank = (len(ordered) - 1) * q / 100
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def run_record(argv: Sequence[str] | None = None) -> dict[str, Any]:

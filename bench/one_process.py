@@ -22,7 +22,6 @@ Linux only (/proc). The processes get HF_HUB_OFFLINE=1: no network.
 
 from __future__ import annotations
 
-import argparse
 import socket
 import statistics
 import subprocess
@@ -145,16 +144,8 @@ TABLES = {"main": table}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--runs", type=int, default=3, help="number of runs (default 3)")
-    parser.add_argument("--json", type=Path, help="also write every run's figures and the medians here")
-    args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    runs = []
-    for i in range(args.runs):
-        runs.append(one_run())
-        print(f"run {i + 1}/{args.runs}: {runs[-1]}", file=sys.stderr)
+    args = harness.parser(__doc__, runs=3).parse_args(argv)
+    runs = harness.repeat(one_run, args.runs)
     median = {
         setup: {key: statistics.median(run[setup][key] for run in runs) for key in runs[0][setup]} for setup in SETUPS
     }

@@ -87,13 +87,15 @@ def run(
     if compact_at is not None:
         limits.COMPACT_AT_FRAGMENTS_REMOTE = compact_at
     if two_pass:
-        tables.Tables._clean = two_pass_clean  # type: ignore[method-assign]
+        tables.Tables.clean_versions = two_pass_clean  # type: ignore[method-assign]
     done: Counter[str] = Counter()
 
-    def in_line(self: tables.Tables) -> None:  # Tables._wrote, with the compaction in this thread
-        self._writes_since_check += 1
-        if self._writes_since_check >= self._check_every:
-            self._writes_since_check = 0
+    writes_since_check: Counter[int] = Counter()  # by store opened (id of its Tables), as each counts its own
+
+    def in_line(self: tables.Tables) -> None:  # Tables.after_write, with the compaction in this thread
+        writes_since_check[id(self)] += 1
+        if writes_since_check[id(self)] >= limits.UPKEEP_CHECK_EVERY_REMOTE:  # on a bucket: remote
+            writes_since_check[id(self)] = 0
             before, counting.phase = counting.phase, "upkeep" if counting.phase != "other" else "other"
             done["compactions"] += self.compact_if_due()
             counting.phase = before
@@ -108,7 +110,7 @@ def run(
             counting.phase = before
             done["erasure passes"] += 1
 
-    tables.Tables._wrote = in_line  # type: ignore[method-assign]
+    tables.Tables.after_write = in_line  # type: ignore[method-assign]
     tables.Tables.erase_forgotten = erase  # type: ignore[method-assign]
     try:
         memory = Memory(f"s3://{BUCKET}/store")

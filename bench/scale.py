@@ -32,7 +32,7 @@ process and one run:
   warm-up calls, each with the model in the call (`remember`/`correct` embed their text);
 - the per-scope graph cache (store/graph.py, `Graphs`): recall p50/p99 again, query by query, as it
   is (the scope's graph kept and refreshed from what was appended, its notes kept as one scan, and
-  the notes and vectors read by id kept) and with the cache defeated (`memory.graphs.forget()` before
+  the notes and vectors read by id kept) and with the cache defeated (`memory.graphs.drop_all()` before
   the call, outside its time, so that each recall reads the scope's events and scans its notes
   again, as a process's first call of a scope does), alternating
   which goes first; and
@@ -101,7 +101,7 @@ from typing import Any
 import numpy as np
 from corrigenda.store import Draft, Event, EventKind, Memory, Note, SentenceTransformerEmbedder
 from corrigenda.store.ids import new_event_id, new_note_id
-from harness import commit, markdown_table, write_results
+from harness import commit, markdown_table, percentile, write_results
 
 SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
 SCOPES_AT_1M = 1_000
@@ -711,11 +711,6 @@ def _timed(into: dict[str, float], key: str) -> Iterator[None]:
 # -- measuring ----------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between order statistics (numpy's default); p99 of 60 is near the worst."""
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
-
-
 def ms_summary(seconds: Sequence[float]) -> dict[str, float]:
     ms = [s * 1000 for s in seconds]
     return {"p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99), "mean_ms": statistics.fmean(ms), "n": len(ms)}
@@ -894,7 +889,7 @@ def measure_graph_cache(
     memory: Memory, embedder: MeteredEmbedder, corpus: Corpus, vectors: Sequence[Sequence[float]], scope: str
 ) -> dict[str, Any]:
     """What the per-scope graph cache (store/graph.py, with the notes and vectors it keeps) saves: each
-    query's recall with the cache as it is and with it defeated (`memory.graphs.forget()` just before
+    query's recall with the cache as it is and with it defeated (`memory.graphs.drop_all()` just before
     the call, outside its time: the call then reads the scope's events and scans its notes again, as
     a process's first call of a scope does), query by
     query, alternating which goes first; then `graphs.get(scope)` alone, both ways. Query vectors
@@ -905,7 +900,7 @@ def measure_graph_cache(
 
     def timed(defeat: bool, text: str) -> float:
         if defeat:
-            memory.graphs.forget()
+            memory.graphs.drop_all()
         started = time.perf_counter()
         memory.recall(text, scope=scope)
         return time.perf_counter() - started
@@ -927,7 +922,7 @@ def measure_graph_cache(
         started = time.perf_counter()
         memory.graphs.get(scope)
         get_cached_s.append(time.perf_counter() - started)
-        memory.graphs.forget()
+        memory.graphs.drop_all()
         started = time.perf_counter()
         memory.graphs.get(scope)
         get_read_s.append(time.perf_counter() - started)
@@ -943,7 +938,7 @@ def measure_graph_cache(
         "per_query_median_ratio": statistics.median(d / c for d, c in zip(defeated_s, cached_s, strict=True)),
         "graph_get_cached": get_cached,
         "graph_get_read": get_read,
-        "defeated_by": "memory.graphs.forget() before each timed call (outside its time)",
+        "defeated_by": "memory.graphs.drop_all() before each timed call (outside its time)",
     }
 
 

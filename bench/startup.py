@@ -26,7 +26,6 @@ HF_HUB_OFFLINE=1: no network.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import queue
@@ -262,18 +261,8 @@ def _summary(run: Run) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--runs", type=int, default=5, help="number of runs (default 5)")
-    parser.add_argument("--json", type=Path, help="also write every run's figures and the medians here")
-    args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-
-    runs: list[Run] = []
-    for i in range(args.runs):
-        run = one_run()
-        runs.append(run)
-        print(f"run {i + 1}/{args.runs}: " + _summary(run), file=sys.stderr)
+    args = harness.parser(__doc__, runs=5).parse_args(argv)
+    runs = harness.repeat(one_run, args.runs, _summary)
 
     payload = report(runs)
     if args.json:

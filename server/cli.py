@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog="HTTP access, from the environment only (a flag would show in ps): CORRIGENDA_TOKEN, a bearer "
         "token of 16+ characters that every request must carry (required unless --host is loopback); "
         "CORRIGENDA_ALLOWED_HOSTS and CORRIGENDA_ALLOWED_ORIGINS, comma-separated Host and Origin values to "
-        "accept instead of the defaults (the loopback names and --host, with the port).",
+        "accept instead of the defaults (the loopback names and --host, with the port); CORRIGENDA_GRANTS, a "
+        "grants file, and CORRIGENDA_OAUTH_ISSUER with CORRIGENDA_RESOURCE for OAuth access tokens (docs/reference.md).",
     )
     serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT (default stdio)")
     serve.add_argument("--host", help="http, and the web view of stdio --ui; env CORRIGENDA_HOST (default 127.0.0.1)")
@@ -195,7 +196,7 @@ def parse_time(flag: str, text: str | None, now: datetime) -> datetime | None:
     ago = RELATIVE.match(text.strip())
     if ago:
         return now - timedelta(**{UNITS[ago[2]]: int(ago[1])})
-    from .app import iso_8601
+    from .arguments import iso_8601
 
     try:
         return iso_8601(text)
@@ -278,7 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings(args)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        # A rule over several settings has no location: its message names them.
+        problems = "; ".join(": ".join(filter(None, (".".join(map(str, e["loc"])), e["msg"]))) for e in exc.errors())
         return _fail(f"bad setting ({problems}); flags override CORRIGENDA_* variables")
     # stdout belongs to the protocol on stdio: logs go to stderr.
     logging.basicConfig(
@@ -306,12 +308,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     memory = build_memory(settings)
     if args.command == "ui":
+        from .grants import GrantsError
         from .http import RefusedToListen
         from .ui import serve_ui
 
         try:
             serve_ui(memory, _resolve_scope(settings, memory), settings)
-        except RefusedToListen as exc:
+        except (RefusedToListen, GrantsError) as exc:
             return _fail(str(exc))
         return 0
     try:
@@ -450,7 +453,9 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     except GrantsError as exc:
         return _fail(str(exc))
     if settings.transport == "http" and settings.grants is not None:
-        unmatched = grants.load(settings.grants).unmatched(c.scope for c in memory.scopes())
+        unmatched = grants.load(settings.grants, oauth=settings.oauth_issuer is not None).unmatched(
+            c.scope for c in memory.scopes()
+        )
         if unmatched:
             notices.append(f"grants: no scope matches {'; '.join(unmatched)} (yet)")
     if settings.transport == "http":

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from corrigenda.store.errors import InvalidArgument
 from corrigenda.store.model import MAX_ACTOR, PERSON
 from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN, check_scope
 from platformdirs import user_data_dir
-from pydantic import AfterValidator, Field, SecretStr, field_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -54,6 +56,17 @@ def scope_name(value: str | None) -> str | None:
 ScopeName = Annotated[
     str | None, AfterValidator(scope_name), Field(json_schema_extra={"pattern": SCOPE_PATTERN, "maxLength": SCOPE_MAX})
 ]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 with or without brackets) is this machine's loopback."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
 
 MIN_TOKEN_LENGTH = 16  # a guessable token on a reachable port is no lock at all
 
@@ -103,6 +116,20 @@ class Settings(BaseSettings):
         description="Grants file (TOML): each HTTP credential's name, the SHA-256 of its token, and the scopes "
         'it may read and write (docs/reference.md, "Grants").',
     )
+    oauth_issuer: str | None = Field(
+        None,
+        description="OAuth 2.1: the authorization server (its issuer URL) whose JWT access tokens HTTP accepts, "
+        "each the credential of the grants file its subject, group or scope names; with CORRIGENDA_RESOURCE "
+        'and CORRIGENDA_GRANTS (docs/reference.md, "OAuth").',
+    )
+    resource: str | None = Field(
+        None,
+        description="OAuth 2.1: this server's resource URL as clients reach it (behind a load balancer, the "
+        "public https://…/mcp): the audience its access tokens must name, published in its RFC 9728 metadata.",
+    )
+    oauth_jwks: str | None = Field(
+        None, description="OAuth 2.1: the issuer's keys (JWKS) URL; unset, the jwks_uri of the issuer's metadata."
+    )
     allowed_hosts: CommaSeparated = Field(
         None, description="Host header values HTTP requests may carry (host:port, host:* for any port)."
     )
@@ -142,6 +169,42 @@ class Settings(BaseSettings):
                 {"length": MIN_TOKEN_LENGTH},
             )
         return token
+
+    @field_validator("oauth_issuer", "resource", "oauth_jwks")
+    @classmethod
+    def _oauth_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.fragment or parts.query:
+            raise PydanticCustomError("url", "'{url}' is not an http(s) URL without query or fragment", {"url": url})
+        if parts.scheme == "http" and not is_loopback(parts.hostname):
+            raise PydanticCustomError(
+                "https", "'{url}' must be https: OAuth 2.1 allows http on loopback alone", {"url": url}
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _oauth_complete(self) -> Settings:
+        given = [
+            name
+            for name, on in (("CORRIGENDA_OAUTH_ISSUER", self.oauth_issuer), ("CORRIGENDA_RESOURCE", self.resource))
+            if on
+        ]
+        if len(given) == 1 or (self.oauth_jwks and not given):
+            raise PydanticCustomError(
+                "oauth",
+                "OAuth needs both CORRIGENDA_OAUTH_ISSUER (who issues the tokens) and CORRIGENDA_RESOURCE (this "
+                "server's URL, the tokens' audience); only {given} is set",
+                {"given": given[0] if given else "CORRIGENDA_OAUTH_JWKS"},
+            )
+        if given and self.grants is None:
+            raise PydanticCustomError(
+                "oauth",
+                "OAuth needs CORRIGENDA_GRANTS: the grants file names the credential each token is "
+                "(oauth_subject, oauth_group or oauth_scope) and what it may read and write",
+            )
+        return self
 
     @field_validator("storage_options", mode="before")
     @classmethod

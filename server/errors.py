@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from corrigenda.store import CorrigendaError
+from corrigenda.store.ids import ID_PATTERN, NOTE_ID_PATTERN
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 log = logging.getLogger(__name__)
 
@@ -37,5 +39,19 @@ def invalid_arguments(tool: str, exc: ValidationError) -> str:
     problems = []
     for error in exc.errors(include_url=False):
         field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
-        problems.append(f"{field or 'arguments'}: {' '.join(error['msg'].split())}")
+        problems.append(f"{field or 'arguments'}: {_said(error)}")
     return f"Error executing tool {tool}: {'; '.join(problems)}"
+
+
+def _said(error: ErrorDetails) -> str:
+    """What a refused argument needs, in words: an id's pattern read as the kind of id it wants."""
+    pattern = (error.get("ctx") or {}).get("pattern")
+    if error["type"] == "string_pattern_mismatch" and pattern in ID_WORDS:
+        return f"{error['input']!r:.80} is not {ID_WORDS[pattern]}"
+    return " ".join(error["msg"].split())
+
+
+ID_WORDS = {
+    NOTE_ID_PATTERN: "a note id this server issued (like 'n_01k…': n_ and 26 letters and digits)",
+    ID_PATTERN: "a note or event id this server issued (like 'n_01k…' or 'e_01k…')",
+}

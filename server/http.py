@@ -10,21 +10,23 @@ name that resolves to 127.0.0.1.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from .config import MIN_TOKEN_LENGTH, Settings
+from .config import MIN_TOKEN_LENGTH, Settings, is_loopback
 from .connections import bounded_server
 from .grants import GrantedTokens, Grants
+from .grants import load as load_grants
+from .oauth import Issuer
 
 PATH = "/mcp"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -34,33 +36,44 @@ class RefusedToListen(Exception):
     """The settings would expose the store: the message says what to set."""
 
 
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
-
-
 def netloc(host: str, port: int) -> str:
     return f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def auth(settings: Settings, grants: Grants | None) -> dict[str, Any]:
     """MCPServer's auth arguments: a verifier for the credentials of `grants` (the configured token's and
-    the grants file's, grants.py), or none on stdio or without any."""
+    the grants file's, grants.py; with an OAuth issuer, its access tokens too, oauth.py), or none on
+    stdio or without any."""
     if settings.transport != "http" or grants is None:
         return {}
-    return {
-        "token_verifier": GrantedTokens(grants),
+    oauth = resource_server(settings)
+    if oauth is None or oauth.resource_server_url is None:
         # The SDK wants an issuer for OAuth metadata; with no resource_server_url it publishes none.
-        "auth": AuthSettings(issuer_url=f"http://{netloc(settings.host, settings.port)}", resource_server_url=None),
-    }
+        return {
+            "token_verifier": GrantedTokens(grants),
+            "auth": AuthSettings(issuer_url=f"http://{netloc(settings.host, settings.port)}", resource_server_url=None),
+        }
+    resource = str(oauth.resource_server_url)  # as the metadata publishes it: the audience a token must name
+    issuer = Issuer(str(settings.oauth_issuer), resource, settings.oauth_jwks)
+    return {"token_verifier": GrantedTokens(grants, issuer), "auth": oauth}
+
+
+def resource_server(settings: Settings) -> AuthSettings | None:
+    """With an OAuth issuer, the SDK's settings that make this an OAuth 2.1 resource server: given
+    resource_server_url, it serves the RFC 9728 metadata (this resource, its authorization server) at
+    /.well-known/oauth-protected-resource plus the resource's path, and its 401 names that address in
+    `WWW-Authenticate: Bearer … resource_metadata="…"`. oauth.py checks the audience, against the very
+    URL the metadata publishes; the SDK's own check of AccessToken.resource is left off, as it would
+    refuse the static tokens, which name no resource."""
+    if settings.oauth_issuer is None or settings.resource is None:
+        return None
+    return AuthSettings(
+        issuer_url=settings.oauth_issuer, resource_server_url=settings.resource, validate_token_resource=False
+    )
 
 
 def authenticates(settings: Settings) -> bool:
-    """Whether HTTP requests must carry a credential: a token or a grants file is set."""
+    """Whether HTTP requests must carry a credential: a token or a grants file is set (OAuth needs one)."""
     return settings.token is not None or settings.grants is not None
 
 
@@ -94,13 +107,7 @@ def check_port(host: str, port: int, flag: str) -> None:
 
 
 def refuse_exposure_without_token(settings: Settings, where: str, what: str = "") -> None:
-    """RefusedToListen if `settings.host` is off loopback and neither a token nor grants are set; for
-    the web view (`what`), which knows the token alone, if grants are set without a token, anywhere."""
-    if what and settings.grants is not None and settings.token is None:
-        raise RefusedToListen(
-            f"refusing to serve {what} on {where}: it opens with CORRIGENDA_TOKEN only and would not apply "
-            "CORRIGENDA_GRANTS; set CORRIGENDA_TOKEN (every grant) to serve it"
-        )
+    """RefusedToListen if `settings.host` is off loopback and neither a token nor grants are set."""
     if not authenticates(settings) and not is_loopback(settings.host):
         raise RefusedToListen(
             f"refusing to {f'serve {what} on' if what else 'listen on'} {where} without a token: other machines "
@@ -124,6 +131,8 @@ def serve_http(
             name for name, on in (("CORRIGENDA_TOKEN", settings.token), ("CORRIGENDA_GRANTS", settings.grants)) if on
         ]
         access = f"bearer token required ({', '.join(given)})"
+        if settings.oauth_issuer is not None:
+            access += f"; OAuth access tokens of {settings.oauth_issuer} for {settings.resource}"
     hint = ""
     if not settings.allowed_hosts and not is_loopback(settings.host):
         hint = (
@@ -142,9 +151,20 @@ def serve_http(
 def mcp_app(server: MCPServer[Any], settings: Settings, routes: Sequence[BaseRoute] = ()) -> Starlette:
     """The MCP endpoint at PATH, with the Host and Origin checks (and the token, if `server` has one);
     `routes` beside it, after it. The SDK's bearer check guards PATH alone: each of `routes` must
-    carry its own checks (the web view's Mount has its Gate, ui_gate.py)."""
+    carry its own checks (the web view's Mount has its Gate, ui_gate.py).
+
+    With OAuth, the RFC 9728 metadata lists as `scopes_supported` the scopes the grants file names
+    (`oauth_scope`), possibly none: an MCP client asks for exactly those, and with no list it asks for
+    every scope the issuer supports (`openid`, `offline_access`, …), which a client credentials grant
+    is refused. The grants file is read again for them: build_server has checked it."""
     app = server.streamable_http_app(
         streamable_http_path=PATH, transport_security=transport_security(settings), host=settings.host
     )
+    oauth = resource_server(settings)
+    if oauth is not None and oauth.resource_server_url is not None:
+        scopes = sorted(v for k, v in load_grants(settings.grants, oauth=True).by_claim if k == "oauth_scope")
+        (metadata,) = create_protected_resource_routes(oauth.resource_server_url, [oauth.issuer_url], scopes)
+        # In the SDK's route's place: it lists AuthSettings.required_scopes, which it requires of every token.
+        app.router.routes[:] = [metadata if getattr(r, "path", None) == metadata.path else r for r in app.router.routes]
     app.router.routes.extend(routes)
     return app

@@ -28,6 +28,8 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from .sdk import lowlevel
+
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = DEFAULT_MAX_REQUEST_BODY_SIZE
@@ -212,10 +214,8 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
     try:
         with os.fdopen(wire, "wb", closefd=False) as stdout:
             async with stdio_streams(sys.stdin.buffer, stdout) as (read, write):
-                # _lowlevel_server: MCPServer runs stdio only on the SDK's own transport; the stdio
-                # tests fail if this attribute goes away.
-                lowlevel = server._lowlevel_server
-                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+                runner = lowlevel(server)  # MCPServer runs stdio only on the SDK's own streams (sdk.py)
+                await runner.run(read, write, runner.create_initialization_options())
     finally:
         os.dup2(wire, 1)
         os.close(wire)

@@ -14,14 +14,17 @@ Server-rendered pages (no build step, no CDN, no script: the stylesheet and icon
 
 Writes are POSTs to `/act` only, carrying the page's form token and an Origin of this web view's own
 (a page elsewhere can neither read the token nor pass the check). Host and Origin are checked as the
-MCP endpoint checks them, and with CORRIGENDA_TOKEN set every page asks for it (ui_gate.py); off
-loopback the web view does not start without one. Every answer carries a Content-Security-Policy
-that allows no script and no framing.
+MCP endpoint checks them, and when the server has credentials (CORRIGENDA_TOKEN, a grants file's
+tokens) every page asks for one (ui_gate.py) and shows and changes only the scopes its grant allows,
+a person's writes recorded under the credential's name (`person:ada`); off loopback the web view does
+not start without credentials. Every answer carries a Content-Security-Policy that allows no script
+and no framing.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 import sys
 import threading
@@ -45,11 +48,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import ui_html as h
-from .app import iso_8601
+from .arguments import iso_8601
 from .config import Settings
 from .connections import bounded_server
-from .http import RefusedToListen, check_port, netloc, refuse_exposure_without_token, transport_security
-from .ui_gate import Gate
+from .grants import SHARED_TOKEN, Grants
+from .grants import load as load_grants
+from .http import RefusedToListen, authenticates, check_port, netloc, refuse_exposure_without_token, transport_security
+from .ui_gate import Gate, grant_of
 
 STATIC = Path(__file__).with_name("ui_static")
 ON = ' class="on"'  # the tab being shown
@@ -74,6 +79,7 @@ DONE = {  # what a page says after a person's write (`?done=`): fixed words, nev
     "forget": "Forgotten: the note is erased.",
 }
 T = TypeVar("T")
+audit = logging.getLogger("corrigenda.audit")  # as app.py's: who read and wrote which scope, never a note's text
 
 
 class Refused(Exception):
@@ -85,9 +91,32 @@ class Refused(Exception):
 
 
 def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlette:
-    """The web view over one store; `default_scope` (the project's) is where it opens when that holds notes."""
+    """The web view over one store; `default_scope` (the project's) is where it opens when that holds
+    notes and the caller may read it. GrantsError if the settings' grants file cannot be used."""
     csrf = secrets.token_urlsafe(32)
-    person = settings.person_actor
+    grants: Grants | None = None  # None: every caller is the local user, who may do anything
+    if authenticates(settings):
+        token = settings.token.get_secret_value() if settings.token else None
+        grants = load_grants(settings.grants, token, oauth=settings.oauth_issuer is not None)
+
+    def person(request: Request) -> str:
+        """The actor of a person's write: the credential's name (the configured person's for the shared token)."""
+        grant = grant_of(request)
+        return settings.person_actor if grant is None or grant.name == SHARED_TOKEN else f"person:{grant.name}"
+
+    def permit(request: Request, scope: str, write: bool, what: str) -> None:
+        """Refused (403, naming the scope) unless the caller's grant allows it; audited either way."""
+        grant = grant_of(request)
+        if grant is None:
+            return
+        if not (grant.may_write(scope) if write else grant.may_read(scope)):
+            audit.info("%s refused %s %s (web view %s)", grant.name, "write" if write else "read", scope, what)
+            raise Refused(f"scope {scope!r}: credential {grant.name!r} may not {'write' if write else 'read'} it", 403)
+        audit.info("%s %s %s (web view %s)", grant.name, "wrote" if write else "read", scope, what)
+
+    def visible(request: Request) -> Callable[[str], bool] | None:
+        grant = grant_of(request)
+        return None if grant is None else grant.may_read
 
     async def store(work: Callable[[], T]) -> T:
         try:
@@ -105,21 +134,30 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         except PydanticCustomError as exc:
             raise Refused(f"as_of: {exc}") from exc
         named = request.query_params.get("scope") or None
-        listed = await store(lambda: memory.scope_page(0, LANDING_SCOPES, default_scope=named or default_scope))
-        chosen = named or landing(listed)
-        if chosen != (named or default_scope):  # it opens on the most recently changed scope: its counts
+        if named is not None:
+            permit(request, named, False, "page")
+        shown = visible(request)
+        project = default_scope if shown is None or shown(default_scope) else None
+        listed = await store(lambda: memory.scope_page(0, LANDING_SCOPES, None, named or project, shown))
+        chosen = named or landing(listed, project)
+        if chosen != (named or project):  # it opens on the most recently changed scope: its counts
             listed = listed.model_copy(update={"default_counts": listed.scopes[0]})
         return h.Here(
             base=request.scope.get("root_path", "").rstrip("/"), scope=chosen, as_of=as_of,
             q=request.query_params.get("q", "").strip(), csrf=csrf, notice=DONE.get(request.query_params.get("done", "")),
-            scopes=listed,
+            scopes=listed, writable=writable(request),
         )  # fmt: skip
 
-    def landing(listed: ScopeList) -> str:
-        """The project's scope if it holds anything, else the most recently changed, else the project's."""
-        if listed.default_counts is not None or not listed.scopes:
-            return default_scope
-        return listed.scopes[0].scope
+    def writable(request: Request) -> Callable[[str], bool] | None:
+        grant = grant_of(request)
+        return None if grant is None else grant.may_write
+
+    def landing(listed: ScopeList, project: str | None) -> str:
+        """The project's scope if it holds anything (and may be read), else the most recently changed one,
+        else the project's."""
+        if project is not None and (listed.default_counts is not None or not listed.scopes):
+            return project
+        return listed.scopes[0].scope if listed.scopes else default_scope
 
     def page(where: h.Here, title: str, body: str, status: int = 200) -> HTMLResponse:
         return HTMLResponse(h.document(where, title, body, memory.tables.uri), status_code=status)
@@ -178,7 +216,8 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         where = await here(request)
         offset = whole(request, "offset")
         contains = request.query_params.get("contains", "").strip()
-        r: ScopeList = await store(lambda: memory.scope_page(offset, SCOPES_PAGE, contains or None))
+        granted = visible(request)
+        r: ScopeList = await store(lambda: memory.scope_page(offset, SCOPES_PAGE, contains or None, None, granted))
         more = (f'<p><a href="{where.url("/scopes", contains=contains, offset=r.next_offset)}">next {SCOPES_PAGE}</a></p>'
                 if r.next_offset is not None else "")  # fmt: skip
         form = (
@@ -194,7 +233,7 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
     async def chain(request: Request) -> Response:
         note_id = request.path_params["note_id"]
         where = await here(request)
-        found = await history_or_forgotten(where, note_id)
+        found = await history_or_forgotten(request, where, note_id)
         if isinstance(found, Response):
             return found
         where.scope = found.note.scope
@@ -202,10 +241,10 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
             n.id: n for n in [*found.chain.heads, *found.chain.prerequisites, *(x.note for x in found.chain.history)]
         }
         notes.setdefault(found.note.id, found.note)
-        hands = where.as_of is None
+        hands = where.as_of is None and where.may_write(where.scope)
         body = (
             h.chain_card(where, found.chain, hands=hands)
-            + ("" if hands else '<p class="meta">A person changes the memory as it is now: go back to now to correct it.</p>')
+            + ("" if hands else f'<p class="meta">{no_hands(where)}</p>')
             + "<h2>Timeline</h2>" + h.timeline(where, note_id, notes, found.events)
         )  # fmt: skip
         return page(where, h.title_of(found.chain), body)
@@ -213,7 +252,7 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
     async def note(request: Request) -> Response:
         note_id = request.path_params["note_id"]
         where = await here(request)
-        found = await history_or_forgotten(where, note_id)
+        found = await history_or_forgotten(request, where, note_id)
         if isinstance(found, Response):
             return found
         where.scope = found.note.scope
@@ -229,14 +268,23 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         )
         return page(where, f"Note {note_id}", body)
 
-    async def history_or_forgotten(where: h.Here, note_id: str) -> NoteHistory | Response:
-        """The note's history, or the page saying it was forgotten (when, by whom, why; no text)."""
+    def no_hands(where: h.Here) -> str:
+        if where.as_of is not None:
+            return "A person changes the memory as it is now: go back to now to correct it."
+        return f"Your credential may read scope {h.e(where.scope)} but not change it."
+
+    async def history_or_forgotten(request: Request, where: h.Here, note_id: str) -> NoteHistory | Response:
+        """The note's history, or the page saying it was forgotten (when, by whom, why; no text); Refused
+        (403) when the caller may not read its scope."""
         try:
-            return await run_in_threadpool(lambda: memory.history(note_id, as_of=where.as_of))
+            found = await run_in_threadpool(lambda: memory.history(note_id, as_of=where.as_of))
+            permit(request, found.note.scope, False, f"note {note_id}")
+            return found
         except NotFound as exc:
             tombstone = await store(lambda: memory.tombstone(note_id))
             if tombstone is None:
                 raise Refused(str(exc), 404) from exc
+            permit(request, tombstone.scope, False, f"note {note_id}")
             where.scope = tombstone.scope
             why = f" because “{h.e(tombstone.reason)}”" if tombstone.reason else ""
             body = (
@@ -318,17 +366,22 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         where = await here(request)
         before: NoteHistory = await store(lambda: memory.history(note_id))
         where.scope = before.note.scope
+        permit(request, before.note.scope, True, f"{action} {note_id}")
+        if action == "link":
+            dst_id = field(form, "dst_id")
+            permit(request, await store(lambda: memory.scope_of(dst_id, "dst_id")), True, f"link {note_id} {dst_id}")
         back = where.chain_url(note_id)
+        actor = person(request)
         if form.get("confirmed") != "yes":
-            question = describe(action, form, before, reason)
+            question = describe(action, form, before, reason, actor)
             kept = {
                 k: str(v) for k, v in form.items() if k in ("action", "note_id", "reason", "text", "kind", "dst_id")
             }
             return page(where, "Confirm", h.confirm(where, kept, question, back))
-        landed = await store(lambda: perform(action, form, note_id, reason))
+        landed = await store(lambda: perform(action, form, note_id, reason, actor))
         return RedirectResponse(f"{where.base}/{'note' if action == 'forget' else 'chain'}/{landed}?done={action}", 303)
 
-    def describe(action: str, form: FormData, before: NoteHistory, reason: str) -> str:
+    def describe(action: str, form: FormData, before: NoteHistory, reason: str, person: str) -> str:
         said = f"“{h.e(h.short(before.note.text, 200))}”"
         as_who = f"It is recorded as done by {h.who(person)}, because “{h.e(reason)}”."
         if action == "correct":
@@ -347,7 +400,7 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
                     f"cannot be brought back; the events that name it go too. {as_who}")  # fmt: skip
         raise Refused(f"action: {action!r} is not one of correct, revoke, reinstate, link, forget")
 
-    def perform(action: str, form: FormData, note_id: str, reason: str) -> str:
+    def perform(action: str, form: FormData, note_id: str, reason: str, person: str) -> str:
         """Do it, as the person; the id of the note whose page shows the result."""
         if action == "correct":
             return memory.correct(note_id, Draft(text=field(form, "text")), reason=reason, actor=person).note.id
@@ -377,7 +430,6 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
 
         return respond
 
-    token = settings.token.get_secret_value() if settings.token else None
     return Starlette(
         routes=[
             Route("/", guarded(home)),
@@ -391,7 +443,7 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         ],
         middleware=[
             Middleware(Headers),
-            Middleware(Gate, security=transport_security(settings, settings.ui_port), token=token),
+            Middleware(Gate, security=transport_security(settings, settings.ui_port), grants=grants),
         ],
     )
 
@@ -454,12 +506,17 @@ PREFIX = "/ui"  # where `serve --transport http --ui` mounts the web view, besid
 
 def announcement(base: str, settings: Settings) -> str:
     """The stderr line saying where the web view answers (`base`, ending in a slash) and how to get in."""
-    if settings.token is None:
+    if not authenticates(settings):
         access = "no token (loopback only)"
     else:
+        given = " or ".join(
+            what
+            for what, on in (("CORRIGENDA_TOKEN", settings.token), ("a token of CORRIGENDA_GRANTS", settings.grants))
+            if on
+        )
         access = (
-            f"token required: open {base}?token=<CORRIGENDA_TOKEN> once in the browser (it keeps a session "
-            "cookie), or send Authorization: Bearer"
+            f"token required: open {base}?token=<{given}> once in the browser (it keeps a session cookie), "
+            "or send Authorization: Bearer; a grants file's token sees its own scopes only"
         )
     return f"web view on {base}; {access}"
 
@@ -467,8 +524,7 @@ def announcement(base: str, settings: Settings) -> str:
 def mounted_ui(memory: Memory, default_scope: str, settings: Settings) -> Mount:
     """The web view under PREFIX on the MCP endpoint's port (`serve --transport http --ui`), over the
     server's own `memory`. Its Gate checks Host and Origin against that port and asks for the token
-    itself; the MCP endpoint's bearer check is untouched (http.mcp_app). RefusedToListen with grants
-    but no token (the web view knows the token alone)."""
+    itself; the MCP endpoint's bearer check is untouched (http.mcp_app)."""
     refuse_exposure_without_token(settings, netloc(settings.host, settings.port), "the web view")
     on_the_mcp_port = settings.model_copy(update={"ui_port": settings.port})
     return Mount(PREFIX, app=build_ui(memory, default_scope, on_the_mcp_port))

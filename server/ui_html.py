@@ -8,7 +8,7 @@ Content-Security-Policy allows none (ui.py). Links carry the prefix the web view
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
@@ -64,6 +64,10 @@ class Here:
     csrf: str
     notice: str | None = None
     scopes: ScopeList | None = None
+    writable: Callable[[str], bool] | None = None  # the scopes the caller may change; None: every scope
+
+    def may_write(self, scope: str) -> bool:
+        return self.writable is None or self.writable(scope)
 
     def url(self, path: str, **params: object) -> str:
         query = urlencode({k: v for k, v in params.items() if v not in (None, "")})

@@ -169,7 +169,9 @@ class Graphs:
     ) -> None:
         self._version = version  # the events table's latest version
         self._read = read  # a scope's events, with the version they were read at
-        self._scan = scan  # a scope's notes but those named, in one scan
+        # A scope's notes but those named, in one scan (Tables.scope_rows): the one read of a whole scope,
+        # which tests wrap to count the scans.
+        self.scan_scope = scan
         self._graphs: dict[str, ScopeGraph] = {}
         self._rows: OrderedDict[str, ScopeRows | None] = OrderedDict()  # None: too big to keep
         self._lock = threading.Lock()
@@ -249,7 +251,7 @@ class Graphs:
                 return self._rows[scope]
         graph = self.get(scope)  # its tombstones: a forgotten note whose row is not erased yet is left out
         forgotten = {e.dst for e in graph.events.values() if e.kind is EventKind.FORGETS}
-        rows = self._scan(scope, forgotten)
+        rows = self.scan_scope(scope, forgotten)
         if rows is None:
             return None  # no notes yet: scanned again at the next call
         with self._lock:
@@ -278,7 +280,7 @@ class Graphs:
             for scope in holding:
                 del self._rows[scope]
 
-    def forget(self) -> None:
+    def drop_all(self) -> None:
         """Drop every graph and kept note (after a delete): the next call of each scope reads it again."""
         with self._lock:
             self._graphs.clear()

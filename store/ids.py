@@ -13,7 +13,10 @@ from .errors import InvalidArgument
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 NOTE_PREFIX = "n_"
 EVENT_PREFIX = "e_"
-_ID = re.compile(r"^[ne]_[0-9a-hjkmnp-tv-z]{26}$")
+_CHARS = "[0-9a-hjkmnp-tv-z]{26}"  # 26 characters of _ALPHABET
+ID_PATTERN = rf"^[ne]_{_CHARS}$"  # a note or event id, as schemas and checks match it
+NOTE_ID_PATTERN = rf"^n_{_CHARS}$"
+_ID = re.compile(ID_PATTERN)
 
 
 _last = 0

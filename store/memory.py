@@ -26,8 +26,9 @@ from .explain import explain
 from .fold import Fold, fold
 from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id, new_event_id, new_note_id
+from .model import MAX_LINKS, MAX_QUERY, Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
-from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
+from .reader import ScopeReader
 from .recall import Candidate, RetrievalSettings, Trace
 from .tables import Tables
 from .views import (
@@ -62,7 +63,7 @@ CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and comp
 SIMILAR_SEARCHED = 2 * SIMILAR_SHOWN
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
 CORRECTION_KEEPS = ("kind", "subject", "tags")
-# Where writes embed their note while they read (Memory._embedding): a thread per call under way.
+# Where writes embed their note while they read (Memory.embed_note): a thread per call under way.
 _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-embed")
 
 
@@ -176,7 +177,7 @@ class Memory:
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
             if len(set(targets)) != len(targets):
                 raise InvalidArgument(field, "lists a note more than once")
-        embedding = self._embedding(note.text)
+        embedding = self.embed_note(note.text)
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         candidates, readable, similar_to, identical = self._search_similar(note, embedding)
         vector = embedding.result()
@@ -218,7 +219,7 @@ class Memory:
         scope = check_scope(scope)
         now = self.clock()
         note = self._new_note(draft, scope, None, now)
-        _, readable, similar_to, identical = self._search_similar(note, self._embedding(note.text))
+        _, readable, similar_to, identical = self._search_similar(note, self.embed_note(note.text))
         before = self._load(scope, now, [*(c.note for c in similar_to), *identical])
         if self._current_among(identical, before) is not None:
             return []
@@ -261,7 +262,7 @@ class Memory:
         replaced it, and the error names that one (README, "Guard rails").
         """
         reason = self._reason(reason)
-        embedding = self._embedding(self._checked_text(draft))
+        embedding = self.embed_note(self._checked_text(draft))
         old = self._note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
@@ -426,7 +427,7 @@ class Memory:
         elif not erased:
             self.tables.erase_forgotten()
             erased = True
-        self.graphs.forget()
+        self.graphs.drop_all()
         return Forgotten(
             note_id=note_id, changed=fresh, events_removed=removed, notes_changed=changed,
             erasure="done" if erased else "pending",
@@ -491,6 +492,21 @@ class Memory:
         return trace.result
 
     recall_chains = recall  # the tool's name
+
+    @_operation
+    def trace(
+        self,
+        query: str,
+        scope: str = "default",
+        budget_tokens: int = 2000,
+        max_chains: int | None = None,
+        include_history: bool = True,
+        as_of: datetime | None = None,
+    ) -> Trace:
+        """The recall `recall` makes, with all it weighed: every candidate with its ranks and score, the
+        fold, the chains built, those trimmed or dropped as duplicates, and what recall returns
+        (`trace.result`). What `why_excluded` reads; tests and benches check the scores here."""
+        return self._run(query, scope, budget_tokens, max_chains, include_history, as_of)
 
     @_operation
     def why_excluded(
@@ -580,45 +596,31 @@ class Memory:
     ) -> Trace:
         if not query.strip():
             raise InvalidArgument("query", "must not be empty")
+        if len(query) > MAX_QUERY:
+            raise InvalidArgument("query", f"has {len(query)} characters; the limit is {MAX_QUERY}")
         if budget < 1:
             raise InvalidArgument("budget_tokens", "must be at least 1")
         scope = check_scope(scope)
 
-        def load(entries: Sequence[Note], at: datetime) -> Fold:
-            return self._load(scope, at, [*entries, *also])
-
-        return recall.run(
-            self.tables, self.embedder, load, functools.partial(self._found, scope),
-            functools.partial(self._vectors, scope), query, scope, now=self.clock(), as_of=_utc(as_of),
-            budget_tokens=budget, max_chains=max_chains, include_history=include_history, settings=self.settings,
+        reader = self.reader(scope, also)
+        trace = recall.run(
+            reader, self.embedder, query, now=self.clock(), as_of=_utc(as_of), budget_tokens=budget,
+            max_chains=max_chains, include_history=include_history, settings=self.settings,
         )  # fmt: skip
+        self._loaded.version = reader.version
+        return trace
+
+    def reader(self, scope: str, also: Sequence[Note] = ()) -> ScopeReader:
+        """A reader of `scope` for one call (reader.py): what recall and the writes' checks read through."""
+        return ScopeReader(self.tables, self.graphs, scope, also)
 
     def _load(self, scope: str, at: datetime, around: Sequence[Note]) -> Fold:
-        """The fold of the chains and prerequisites of `around` (notes already read), from the scope's
-        graph, refreshed after those reads (graph.py says why), and the notes it reaches."""
-        graph, self._loaded.version = self.graphs.get_with_version(scope)
-        known = {n.id: n for n in around}
-        reached = graph.reachable(known)
-        notes = self.graphs.notes_of(scope, reached - known.keys(), self._notes_and_their_vectors)
-        return fold([*notes.values(), *known.values()], graph.around(reached), at)
-
-    def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
-        """Notes by id; their vectors, where read along, kept for the near-duplicate pass."""
-        notes, vectors = self.tables.notes_with_vectors(ids)
-        self.graphs.vectors.put(vectors)
-        return notes
-
-    def _found(self, scope: str, ids: Sequence[str]) -> dict[str, Note]:
-        """The notes searches found in a scope, read in one go with the notes their chains and
-        prerequisites reach (kept for the fold that follows: `_load`), all but those kept already. The
-        graph is asked after the searches, so it holds the edges of every note they found (graph.py)."""
-        wanted = self.graphs.get(scope).reachable(ids)
-        notes = self.graphs.notes_of(scope, wanted, self._notes_and_their_vectors)
-        return {i: notes[i] for i in ids if i in notes}
-
-    def _vectors(self, scope: str, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
-        """Stored embeddings of notes of a scope by id: those kept, the others read."""
-        return self.graphs.vectors_of(scope, ids, self.tables.vectors)
+        """The fold of the chains and prerequisites of `around` (notes already read), with the version it
+        read kept for the write's race check (`_refuse_if_raced`)."""
+        reader = self.reader(scope)
+        folded = reader.fold(around, at)
+        self._loaded.version = reader.version
+        return folded
 
     def _write(
         self, before: Fold, events: Sequence[Event], note: tuple[Note, Sequence[float], bool] | None = None
@@ -649,9 +651,8 @@ class Memory:
         read the note, those that qualify as similar, and those with exactly its text."""
         searched = dataclasses.replace(self.settings, per_retriever=SIMILAR_SEARCHED)
         candidates, readable = recall.find_candidates(
-            self.tables, self.embedder, functools.partial(self._found, note.scope), note.text, note.scope, None,
-            searched, embedding.result,
-        )  # fmt: skip
+            self.reader(note.scope), self.embedder, note.text, None, searched, embedding.result
+        )
         similar_to = [c for c in candidates.values() if c.qualified]
         identical = [c.note for c in candidates.values() if c.note.text == note.text]
         return candidates, readable, similar_to, identical
@@ -665,9 +666,10 @@ class Memory:
             if cand.note.id in before.notes and before.state(cand.note.id) is NoteState.ACTIVE
         ]
 
-    def _embedding(self, text: str) -> Future[list[float]]:
+    def embed_note(self, text: str) -> Future[list[float]]:
         """A write's note embedded beside the reads it makes first, which mostly wait on the store:
-        the model keeps to half the cores (embedder.torch_threads)."""
+        the model keeps to half the cores (embedder.torch_threads). Every write embeds its note here
+        (bench/overlap.py puts the embedding first instead, to measure what this saves)."""
         return _EMBEDDING.submit(lambda: self.embedder.embed([text])[0])
 
     @staticmethod
@@ -713,7 +715,7 @@ class Memory:
                 self.forget(note.id, reason="withdrawn: a note it named was forgotten while it was being written")
             else:
                 self.tables.erase_forgotten(events=[e.id for e in written])
-                self.graphs.forget()
+                self.graphs.drop_all()
             field, target = next((f, t) for f, ids in targets.items() for t in ids if t in forgotten)
             raise NotFound("note", target, field)
         if corrected is None or note is None:
@@ -755,6 +757,8 @@ class Memory:
     def _targets(self, src: Note, fields: Mapping[str, Sequence[str]]) -> dict[str, Note]:
         """The notes named by a write's edges, read at once and checked: ids, not itself, same scope."""
         for field, ids in fields.items():
+            if len(ids) > MAX_LINKS:
+                raise InvalidArgument(field, f"names {len(ids)} notes; the limit is {MAX_LINKS}")
             for target in ids:
                 check_id(target, field, prefix=NOTE_PREFIX)
                 if target == src.id:
@@ -919,7 +923,7 @@ class Memory:
         its trailer, or not matching it, is refused unless `partial` (transfer.py)."""
         parsed = transfer.parse(lines, scope, actor, source, self.clock(), partial)
         imported = transfer.import_parsed(self.tables, self.embedder, parsed, progress)
-        self.graphs.forget()  # its events were appended outside the graphs' bookkeeping
+        self.graphs.drop_all()  # its events were appended outside the graphs' bookkeeping
         return imported
 
 

@@ -19,6 +19,8 @@ MAX_TAG = 64
 MAX_SOURCE = 1000
 MAX_REASON = 2000
 MAX_ACTOR = 256
+MAX_LINKS = 32  # notes one write may supersede, or depend on
+MAX_QUERY = 4000  # characters of a recall query
 PERSON = "person:"  # an actor written by a person's hand (the web view), not by an agent: "person:alice"
 # An actor written over authenticated HTTP: the credential's name, then the agent (client) it acted
 # through: "ada via claude-code". A credential's name holds no space and no colon, so a bare client

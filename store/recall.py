@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -84,7 +84,8 @@ from .embedder import Embedder
 from .excerpt import excerpt
 from .fold import Fold
 from .model import Note
-from .tables import Hit, Tables
+from .reader import ScopeReader
+from .tables import Hit
 from .tokens import estimate_tokens
 from .views import Chain, Clip, Entry, HistoryEntry, NoteView, Omitted, Prerequisite, RecallResult
 
@@ -162,30 +163,29 @@ _SEARCHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-sea
 
 
 def find_candidates(
-    tables: Tables,
+    reader: ScopeReader,
     embedder: Embedder,
-    notes: Callable[[Sequence[str]], Mapping[str, Note]],
     query: str,
-    scope: str,
     as_of: datetime | None,
     settings: RetrievalSettings,
     vector: Callable[[], Sequence[float]] | None = None,
 ) -> tuple[dict[str, Candidate], bool]:
-    """Dense and full-text hits fused by reciprocal rank, best first; and whether dense applied.
+    """Dense and full-text hits in the reader's scope fused by reciprocal rank, best first; and whether
+    dense applied.
 
-    The searches find ids; `notes` reads the notes of both at once (or has them). `vector` gives the
+    The searches find ids; the reader reads the notes of both at once (or has them). `vector` gives the
     query's embedding when the dense search needs it (a remember's note is being embedded while its
     text is searched); without it the model embeds the query then."""
-    tables.check_model(embedder.name)
+    reader.check_model(embedder.name)
     # the full-text search runs while the query is embedded and searched by vector
-    searching_text = _SEARCHES.submit(tables.text_search, query, scope, as_of, settings.per_retriever)
+    searching_text = _SEARCHES.submit(reader.text_search, query, as_of, settings.per_retriever)
     readable = embedder.readable(query)
     dense: list[Hit] = []
     if readable:
         embedded = vector() if vector is not None else embedder.embed([query])[0]
-        dense = tables.vector_search(embedded, scope, as_of, settings.per_retriever)
+        dense = reader.vector_search(embedded, as_of, settings.per_retriever)
     text_hits = searching_text.result()
-    found = notes(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
+    found = reader.found(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
     candidates: dict[str, Candidate] = {}
     for rank, hit in _ranked([h for h in dense if h.id in found], lambda h: (h.score, h.id)):
         candidates[hit.id] = Candidate(found[hit.id], hit.score, rank, hit.dense_ok, vector=hit.vector)
@@ -223,13 +223,9 @@ def _ranked(hits: Sequence[H], key: Callable[[H], tuple[float, str]]) -> list[tu
 
 
 def run(
-    tables: Tables,
+    reader: ScopeReader,
     embedder: Embedder,
-    load: Callable[[Sequence[Note], datetime], Fold],
-    notes: Callable[[Sequence[str]], Mapping[str, Note]],
-    vectors: Callable[[Iterable[str]], Mapping[str, np.ndarray]],
     query: str,
-    scope: str,
     *,
     now: datetime,
     as_of: datetime | None = None,
@@ -239,9 +235,10 @@ def run(
     settings: RetrievalSettings = RetrievalSettings(),
 ) -> Trace:
     at = as_of or now
-    candidates, readable = find_candidates(tables, embedder, notes, query, scope, as_of, settings)
+    scope = reader.scope
+    candidates, readable = find_candidates(reader, embedder, query, as_of, settings)
     entries = [c for c in candidates.values() if c.qualified]
-    folded = load([c.note for c in entries], at)  # their chains and prerequisites, folded
+    folded = reader.fold([c.note for c in entries], at)  # their chains and prerequisites, folded
     trace = Trace(query, scope, at, settings, readable, candidates, folded)
 
     best: dict[str, Candidate] = {}  # chain id → its best entry
@@ -257,7 +254,7 @@ def run(
     # others kept or read by id, while the chains are built
     along = {i: c.vector for i, c in candidates.items() if c.vector is not None}
     heads = [h for c in best.values() for h in folded.chain(c.note.id).heads]
-    reading = _SEARCHES.submit(vectors, [i for i in heads if i not in along])
+    reading = _SEARCHES.submit(reader.vectors, [i for i in heads if i not in along])
     built = []
     for chain_id, cand in best.items():
         entry = Entry(note_id=cand.note.id, score=cand.score, similarity=cand.similarity, chain_score=reached[chain_id])

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from .model import Event, Note
-from .storage.schema import _EVENT_SCHEMA, _EVENT_STORED, _NOTE_STORED, EVENTS, NOTES, Hit, ScopeRows, _row
+from .storage.schema import EVENT_SCHEMA, EVENT_STORED, EVENTS, NOTE_STORED, NOTES, Hit, ScopeRows, row_of
 from .storage.search import Search
 from .storage.upkeep import Upkeep
 
@@ -45,16 +45,16 @@ class Tables(Search, Upkeep):
         table = self._ensure_notes(model, len(notes[0][1]))
         version = self.add_events(events) if events else None
         rows = [
-            _row(note, _NOTE_STORED) | {"dense_ok": dense_ok, "vector": list(vector)}
+            row_of(note, NOTE_STORED) | {"dense_ok": dense_ok, "vector": list(vector)}
             for note, vector, dense_ok in notes
         ]
-        self._append(table, pa.Table.from_pylist(rows, schema=self._view(table).schema))
-        self._wrote()
+        self._append(table, pa.Table.from_pylist(rows, schema=self.view(table).schema))
+        self.after_write()
         return version
 
     def add_events(self, events: Sequence[Event]) -> int:
         """Append events in one write; returns the table version it made."""
-        rows = [_row(e, _EVENT_STORED) for e in events]
-        version = self._append(self.events_table(), pa.Table.from_pylist(rows, schema=_EVENT_SCHEMA))
-        self._wrote()
+        rows = [row_of(e, EVENT_STORED) for e in events]
+        version = self._append(self.events_table(), pa.Table.from_pylist(rows, schema=EVENT_SCHEMA))
+        self.after_write()
         return version

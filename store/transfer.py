@@ -211,7 +211,7 @@ def _parse_export(
                 trailer = record
             elif kind == "note":
                 vector = record.pop("vector", None)
-                note = _note(record)
+                note = note_from_record(record)
                 if vector is not None:
                     if not isinstance(vector, list) or len(vector) != dimension:
                         raise InvalidArgument(
@@ -220,7 +220,7 @@ def _parse_export(
                     parsed.vectors[note.id] = vector
                 _add(parsed, note.id, note, number)
             elif kind == "event":
-                event = _event(record)
+                event = event_from_record(record)
                 _add(parsed, event.id, event, number)
             else:
                 raise InvalidArgument("type", f"{kind!r} is not a record of an export (note or event)")
@@ -255,7 +255,8 @@ def _not_whole(parsed: Parsed, trailer: Mapping[str, Any] | None, digest: str, v
     return None
 
 
-def _note(record: dict[str, Any]) -> Note:
+def note_from_record(record: dict[str, Any]) -> Note:
+    """The note an export's record holds, checked as an import checks it: InvalidArgument names the field."""
     _known_fields(record, Note.model_fields)
     note = Note.model_validate(record)
     check_id(note.id, "id", prefix=NOTE_PREFIX)
@@ -267,7 +268,8 @@ def _note(record: dict[str, Any]) -> Note:
     return note.model_copy(update={k: _aware(getattr(note, k)) for k in ("recorded_at", "valid_from", "valid_until")})
 
 
-def _event(record: dict[str, Any]) -> Event:
+def event_from_record(record: dict[str, Any]) -> Event:
+    """The event an export's record holds, checked as an import checks it: InvalidArgument names the field."""
     _known_fields(record, Event.model_fields)
     event = Event.model_validate(record)
     check_id(event.id, "id", prefix=EVENT_PREFIX)

@@ -105,6 +105,7 @@ TIERS = {
     "test_processes.py": "processes",
     "test_manifests.py": "processes",
     "test_cli.py": "processes",
+    "test_oauth.py": "processes",
 }
 SLOW_KINDS = ("install", "bucket", "browser", "processes")
 

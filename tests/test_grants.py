@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from corrigenda.server.config import Settings
 from corrigenda.server.connections import bounded_server
 from corrigenda.server.grants import GrantsError, digest, parse
 from corrigenda.server.http import mcp_app
+from corrigenda.server.oauth import Refused, metadata_urls
 from corrigenda.store import Draft, Memory
 from corrigenda.store.model import acted_by, agent_actor, credential_actor
 
@@ -64,6 +67,13 @@ def served(db: str, memory: Memory, tmp_path: Path) -> Iterator[Served]:
     grants = tmp_path / "grants.toml"
     grants.write_text(GRANTS)
     settings = Settings(db=db, transport="http", grants=str(grants), token=SHARED, port=_free_port())
+    with serving(settings, memory) as url:
+        yield Served(url, memory, ids)
+
+
+@contextmanager
+def serving(settings: Settings, memory: Memory) -> Iterator[str]:
+    """The server `settings` describe, over `memory`, listening on loopback in this process: its MCP URL."""
     web = bounded_server(mcp_app(build_server(settings, lambda _: memory), settings), "127.0.0.1", settings.port)
     thread = threading.Thread(target=web.run, daemon=True)
     thread.start()
@@ -71,7 +81,7 @@ def served(db: str, memory: Memory, tmp_path: Path) -> Iterator[Served]:
         while not web.started:
             assert thread.is_alive(), "the server stopped before it listened"
             time.sleep(0.05)
-        yield Served(f"http://127.0.0.1:{settings.port}/mcp", memory, ids)
+        yield f"http://127.0.0.1:{settings.port}/mcp"
     finally:
         web.should_exit = True
         thread.join(timeout=60)
@@ -225,6 +235,112 @@ def test_a_broken_grants_file_is_refused_naming_the_line() -> None:
     assert "line 6" in error and "earlier credential" in error
     assert "line 2" in grants_error(f'[[credentials]]\nname = "person:ada"\ntoken_sha256 = "{sha}"\nread = ["*"]\n')
     assert "unknown key 'scopes'" in grants_error(f'[[credentials]]\nname = "a"\ntoken_sha256 = "{sha}"\nscopes = []\n')
+
+
+OPS_BOT = "ops-bot-token-for-tests-0123456789"
+OAUTH_GRANTS = f"""
+[[credentials]]
+name = "ada"
+oauth_subject = "ada"
+read = ["team-*"]
+write = ["ada"]
+
+[[credentials]]
+name = "ops"
+oauth_group = "ops"
+write = ["team-*"]
+
+[[credentials]]
+name = "dev"
+oauth_group = "dev"
+read = ["team-dev"]
+
+[[credentials]]
+name = "auditors"
+oauth_scope = "memory.audit"
+read = ["*"]
+
+[[credentials]]
+name = "ops-bot"
+token_sha256 = "{digest(OPS_BOT)}"
+write = ["team-ops"]
+"""
+
+
+def test_an_oauth_credential_is_shown_by_exactly_one_subject_group_or_scope() -> None:
+    both = '[[credentials]]\nname = "ada"\noauth_subject = "ada"\noauth_group = "ops"\nread = ["*"]\n'
+    error = grants_error(both)
+    assert "line 4 (credentials[0].oauth_group)" in error and "exactly one of token_sha256, oauth_subject" in error
+    assert "(this one has oauth_subject too)" in error
+    error = grants_error('[[credentials]]\nname = "ada"\nread = ["*"]\n')
+    assert "line 1 (credentials[0])" in error and "exactly one of" in error
+    error = grants_error('[[credentials]]\nname = "ada"\noauth_group = ["ops"]\nread = ["*"]\n')
+    assert "line 3 (credentials[0].oauth_group)" in error and "non-empty string" in error
+    twice = '[[credentials]]\nname = "NAME"\noauth_group = "ops"\nread = ["*"]\n'
+    error = grants_error(twice.replace("NAME", "a") + twice.replace("NAME", "b"))
+    assert "line 7 (credentials[1].oauth_group)" in error and "'ops' is an earlier credential's too" in error
+
+
+def test_an_oauth_credential_without_an_issuer_stops_the_server_naming_the_line() -> None:
+    with pytest.raises(GrantsError) as refused:
+        parse(OAUTH_GRANTS, "grants.toml", oauth=False)
+    assert "grants.toml, line 4 (credentials[0].oauth_subject)" in str(refused.value)
+    assert "CORRIGENDA_OAUTH_ISSUER" in str(refused.value)
+    assert parse(OAUTH_GRANTS.split("[[credentials]]")[-1].join(["[[credentials]]", ""]), oauth=False).every
+
+
+@pytest.mark.parametrize(
+    ("claims", "credential"),
+    [
+        ({"sub": "ada", "groups": ["ops"], "scope": "memory.audit"}, "ada"),  # the subject first
+        ({"sub": "bob", "groups": ["ops"], "scope": "memory.audit"}, "ops"),  # then a group
+        ({"sub": "bob", "groups": "ops"}, "ops"),  # a lone group as a string
+        ({"sub": "carol", "scope": "openid memory.audit"}, "auditors"),  # then a scope
+        ({"sub": "carol", "scp": ["memory.audit"]}, "auditors"),  # scopes as `scp`, a list
+    ],
+)
+def test_a_token_is_the_credential_its_subject_else_its_group_else_its_scope_names(
+    claims: dict[str, object], credential: str
+) -> None:
+    assert parse(OAUTH_GRANTS).for_claims(claims).name == credential
+
+
+def test_a_token_that_names_no_credential_or_two_is_refused() -> None:
+    grants = parse(OAUTH_GRANTS)
+    with pytest.raises(Refused, match=r"no credential .* subject 'eve' \(groups \['qa'\], scopes \[\]\)"):
+        grants.for_claims({"sub": "eve", "groups": ["qa"]})
+    with pytest.raises(Refused, match=r"ambiguous .* 'dan': its groups match credentials 'dev', 'ops'"):
+        grants.for_claims({"sub": "dan", "groups": ["ops", "dev"], "scope": "memory.audit"})
+
+
+def test_a_pattern_of_an_oauth_credential_that_matches_no_scope_is_named() -> None:
+    assert parse(OAUTH_GRANTS).unmatched(["ada", "team-ops"]) == ["dev read 'team-dev'"]
+
+
+def test_oauth_settings_come_together_with_a_grants_file_and_https_off_loopback() -> None:
+    issuer, resource = "https://login.example.com", "https://memory.example.com/mcp"
+    for given, needs in [
+        ({"oauth_issuer": issuer, "grants": "g.toml"}, "only CORRIGENDA_OAUTH_ISSUER is set"),
+        ({"resource": resource, "grants": "g.toml"}, "only CORRIGENDA_RESOURCE is set"),
+        ({"oauth_issuer": issuer, "resource": resource}, "OAuth needs CORRIGENDA_GRANTS"),
+        ({"oauth_issuer": "http://login.example.com", "resource": resource, "grants": "g"}, "must be https"),
+        ({"oauth_issuer": issuer, "resource": "memory.example.com/mcp", "grants": "g"}, "not an http(s) URL"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(needs)):
+            Settings(**given)  # type: ignore[arg-type]
+    local = Settings(oauth_issuer="http://127.0.0.1:9000", resource="http://localhost:8765/mcp", grants="g.toml")
+    assert local.oauth_issuer == "http://127.0.0.1:9000"
+
+
+def test_the_issuers_metadata_is_looked_for_where_rfc_8414_then_openid_connect_put_it() -> None:
+    assert metadata_urls("https://login.example.com/realms/team") == [
+        "https://login.example.com/.well-known/oauth-authorization-server/realms/team",
+        "https://login.example.com/realms/team/.well-known/openid-configuration",
+    ]
+    assert metadata_urls("https://login.example.com") == [
+        "https://login.example.com/.well-known/oauth-authorization-server",
+        "https://login.example.com/.well-known/openid-configuration",
+    ]
 
 
 @pytest.mark.processes

@@ -196,7 +196,7 @@ def test_a_write_that_a_late_second_creation_of_the_table_overwrote_is_written_a
     import lancedb
 
     other = lancedb.connect(db)
-    real_add = Tables._add
+    real_add = Tables.append_rows
     overwrites: list[int] = []
 
     def add_then_overwritten(self: Tables, table: Any, rows: Any) -> int:
@@ -205,7 +205,7 @@ def test_a_write_that_a_late_second_creation_of_the_table_overwrote_is_written_a
             overwrites.append(other.create_table("notes", schema=table.schema, mode="overwrite").version)
         return version
 
-    monkeypatch.setattr(Tables, "_add", add_then_overwritten)
+    monkeypatch.setattr(Tables, "append_rows", add_then_overwritten)
     tables = Tables(db)
     note = Note(id=new_note_id(), text="written once, overwritten, written again", scope="default", kind="fact",
                 recorded_at=datetime.now(UTC))  # fmt: skip
@@ -302,15 +302,15 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
 
 
 def _locks_taken(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The waits of every take of the lock of upkeep from now on (`Tables._exclusive`)."""
+    """The waits of every take of the lock of upkeep from now on (`Tables.upkeep_lock`)."""
     taken: list[float] = []
-    real = Tables._exclusive
+    real = Tables.upkeep_lock
 
     def recorded(self: Tables, wait: float) -> Any:
         taken.append(wait)
         return real(self, wait)
 
-    monkeypatch.setattr(Tables, "_exclusive", recorded)
+    monkeypatch.setattr(Tables, "upkeep_lock", recorded)
     return taken
 
 
@@ -327,7 +327,7 @@ def test_a_new_store_gets_both_tables_and_every_index_in_one_hold_of_the_lock(
     assert taken == [limits.CREATE_WAIT]
     opened = Tables(db)
     for name, table in ((layout.NOTES, opened.notes_table()), (layout.EVENTS, opened.events_table())):
-        assert table is not None and indexes._indexed_columns(table) == set(indexes._wanted_indexes(name))
+        assert table is not None and indexes.indexed_columns(table) == set(indexes.wanted_indexes(name))
     assert taken == [limits.CREATE_WAIT]  # all there: opening them took no lock
 
 
@@ -336,11 +336,11 @@ def test_a_table_found_without_its_indexes_gets_them_under_the_lock(db: str, mon
     made under the lock, where that process makes them, not beside it."""
     import lancedb
 
-    lancedb.connect(db).create_table(layout.EVENTS, schema=layout._EVENT_SCHEMA)
+    lancedb.connect(db).create_table(layout.EVENTS, schema=layout.EVENT_SCHEMA)
     taken = _locks_taken(monkeypatch)
     events = Tables(db).events_table()
     assert taken == [limits.CREATE_WAIT]
-    assert indexes._indexed_columns(events) == set(indexes._wanted_indexes(layout.EVENTS))
+    assert indexes.indexed_columns(events) == set(indexes.wanted_indexes(layout.EVENTS))
 
 
 def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: str) -> None:
@@ -446,13 +446,13 @@ def test_the_upkeep_lease_is_held_by_one_process_at_a_time_and_a_stale_one_is_ta
 ) -> None:
     """Two processes' leases on one store (the lease is a Lance table, so a directory shows it as well
     as a bucket; lease.py)."""
-    first, second = Lease(Tables(db)._open_or_create), Lease(Tables(db)._open_or_create)
+    first, second = Lease(Tables(db).open_or_create), Lease(Tables(db).open_or_create)
     with first.held(wait=0), pytest.raises(Timeout), second.held(wait=0.5):
         raise AssertionError("two holders at once")
     with second.held(wait=0):  # given back: the other takes it at once
         monkeypatch.setattr(lease, "LEASE_FOR", timedelta(0))  # a holder that died: stale at once
         with first.held(wait=0):
-            holders = Tables(db)._open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
+            holders = Tables(db).open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
             assert set(holders) == {first.holder}
 
 
@@ -465,12 +465,12 @@ def test_the_lease_is_taken_when_another_process_made_its_table_again_under_it(d
     tables = Tables(db)
 
     def opened_then_made_again(name: str, schema: Any) -> Any:
-        table = tables._open_or_create(name, schema)
+        table = tables.open_or_create(name, schema)
         lancedb.connect(db).create_table(name, schema=schema, mode="overwrite")  # the other process
         return table
 
     taker = Lease(opened_then_made_again)
     with taker.held(wait=1):
-        holders = Tables(db)._open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
+        holders = Tables(db).open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
         assert holders == [taker.holder]
-    assert Tables(db)._open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist() == [""]
+    assert Tables(db).open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist() == [""]

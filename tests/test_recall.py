@@ -175,7 +175,7 @@ def test_equal_scores_share_a_rank_so_recall_does_not_change_between_calls(memor
     ]
     memory.remember(Draft(text="Sprint recap: two bugs moved to the next sprint.", at=T0 + timedelta(minutes=3)))
     query = "what happened to the backlog in the sprint recap?"
-    trace = memory._run(query, "default", 2000, None, True, None)
+    trace = memory.trace(query)
     first, second = (trace.candidates[t.note.id] for t in twins)
     assert (first.dense_rank, first.text_rank, first.score) == (second.dense_rank, second.text_rank, second.score)
     runs = {memory.recall(query).model_dump_json() for _ in range(3)}
@@ -189,7 +189,7 @@ def test_a_prerequisite_that_ranks_first_brings_its_dependant_up_with_it(memory:
     mid = memory.remember(Draft(text="Bundle B7 maps to the restore-operator role.", at=T0), depends_on=[base]).note.id
     top = memory.remember(Draft(text="The restore-operator role may start a restore.", at=T0), depends_on=[mid]).note.id
     query = "Can Dana start a restore of the production backup system?"
-    trace = memory._run(query, "default", 2000, None, True, None)
+    trace = memory.trace(query)
     assert max(trace.candidates.values(), key=lambda c: c.score).note.id == base  # the query names the base best
     result = memory.recall(query)
     first = result.chains[0]
@@ -207,7 +207,7 @@ def test_a_chain_scores_its_best_entry_and_a_tenth_of_each_other(memory: Memory)
     old = memory.remember(Draft(text="The nightly build runs on runner-3 in the basement rack.", at=T0)).note.id
     new = memory.correct(old, Draft(text="The nightly build runs on runner-7 now."), reason="runner-3 retired").note.id
     query = "Which runner does the nightly build run on?"
-    trace = memory._run(query, "default", 2000, None, True, None)
+    trace = memory.trace(query)
     best, other = sorted((trace.candidates[old], trace.candidates[new]), key=lambda c: -c.score)
     assert best.qualified and other.qualified
     chain = next(c for c in trace.chains if c.heads[0].id == new)
@@ -227,7 +227,7 @@ def test_a_conclusion_whose_premise_also_matches_outranks_a_look_alike_that_matc
     rule = note("Clearance code alpha-29 may review production backups but may not delete them.", 2, (mapping,))
     look_alike = note("Production backup staff can delete old snapshots during cleanup.", 3)
     query = "Can Alice delete the production backup?"
-    trace = memory._run(query, "default", 2000, None, True, None)
+    trace = memory.trace(query)
     scores = {i: trace.candidates[i].score for i in (premise, rule, look_alike)}
     assert scores[look_alike] > max(scores[rule], scores[premise])  # it matches better than either alone
     assert trace.chains[0].heads[0].id == rule

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from corrigenda.store import Conflict, Draft, Memory, NotFound, SentenceTransformerEmbedder
-from corrigenda.store.ids import new_note_id
-from corrigenda.store.model import EventKind, Note, NoteState
+from corrigenda.store.ids import new_event_id, new_note_id
+from corrigenda.store.model import Event, EventKind, Note, NoteState
 from corrigenda.store.storage import limits
 from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
 from lance import LanceDataset
@@ -39,7 +39,7 @@ class Cut(Exception):
 def fail_second_append(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make the second table append from now on fail, whichever table it goes to."""
     appended: list[str] = []
-    real = Tables._add
+    real = Tables.append_rows
 
     def add(self: Tables, table: LanceTable, rows: pa.Table) -> int:
         appended.append(table.name)
@@ -47,7 +47,7 @@ def fail_second_append(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             raise Cut(f"killed before appending to {table.name}")
         return real(self, table, rows)
 
-    monkeypatch.setattr(Tables, "_add", add)
+    monkeypatch.setattr(Tables, "append_rows", add)
     return appended
 
 
@@ -230,7 +230,7 @@ def test_a_forget_that_erases_later_answers_once_the_note_is_gone_and_erases_on_
     secret = memory.correct(old.id, Draft(text="The vault's night code is osprey-9023"), reason="rotated").note
     started = threading.Event()
     release = threading.Event()
-    real = Tables._erase
+    real = Tables.erasure_pass
 
     def held_back(self: Tables, *args: Any) -> list[str]:  # the thread's pass waits until the checks below are done
         started.set()
@@ -238,7 +238,7 @@ def test_a_forget_that_erases_later_answers_once_the_note_is_gone_and_erases_on_
         return real(self, *args)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Tables, "_erase", held_back)
+        patch.setattr(Tables, "erasure_pass", held_back)
         done = memory.forget(secret.id, reason="the user asked")
         assert done.changed and done.erasure == "pending" and len(done.events_removed) == 1  # the supersedes edge
         assert started.wait(30)
@@ -271,13 +271,13 @@ def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
     assert memory.tables.unerased() == sorted(n.id for n in secrets)
     monkeypatch.undo()
     tidied: list[tuple[str, bool]] = []
-    real = Tables._tidy
+    real = Tables.tidy
 
     def counted(self: Tables, name: str, table: Any, keep: Any, erasing: bool = False) -> None:
         tidied.append((name, erasing))
         real(self, name, table, keep, erasing)
 
-    monkeypatch.setattr(Tables, "_tidy", counted)
+    monkeypatch.setattr(Tables, "tidy", counted)
     other = Memory(memory.tables.uri, memory.embedder)  # another process's upkeep
     assert other.tables.compact()
     assert sorted(t for t in tidied if t[1]) == [(EVENTS, True), (NOTES, True)]  # one pass for the three
@@ -298,7 +298,7 @@ def test_a_write_whose_base_version_another_process_removed_is_written_once(
     again if, against expectation, the first try landed)."""
     old = memory.remember(Draft(text="The release train leaves on Tuesdays")).note
     tries: list[str] = []
-    real = Tables._add
+    real = Tables.append_rows
 
     def add(self: Tables, table: LanceTable, rows: pa.Table) -> int:
         tries.append(table.name)
@@ -308,11 +308,11 @@ def test_a_write_whose_base_version_another_process_removed_is_written_once(
             raise RuntimeError(f"lance error: Not found: {table.name}.lance/_versions/18446744073709551595.manifest")
         return real(self, table, rows)
 
-    monkeypatch.setattr(Tables, "_add", add)
+    monkeypatch.setattr(Tables, "append_rows", add)
     new = memory.correct(old.id, Draft(text="The release train leaves on Wednesdays"), reason="moved").note
     monkeypatch.undo()
     assert tries == [EVENTS, NOTES] if landed else [EVENTS, EVENTS, NOTES]
-    events = memory.tables._scan(memory.tables.events_table(), ["id", "src"])
+    events = memory.tables.scan(memory.tables.events_table(), ["id", "src"])
     assert events["src"].to_pylist().count(new.id) == 1  # the supersedes edge, once
     chains = Memory(memory.tables.uri, memory.embedder).recall("when does the release train leave?").chains
     assert [h.text for h in chains[0].heads] == ["The release train leaves on Wednesdays"]
@@ -348,7 +348,7 @@ def test_a_catch_up_that_ends_late_on_another_thread_never_moves_a_view_back(
     go.set()
     late.join(30)
     notes.checkout_latest()  # the LanceDB table, which appends (through the view) leave behind
-    assert memory.tables._view(notes).version == notes.version  # the latest: where this process's write left it
+    assert memory.tables.view(notes).version == notes.version  # the latest: where this process's write left it
     assert written.id in memory.tables.notes([written.id])  # read with no refresh, as within the call
 
 
@@ -359,7 +359,7 @@ def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memor
     memory.remember(Draft(text="The staging cluster lives in eu-west-1"))
     started = threading.Event()
     release = threading.Event()
-    real = Tables._tidy
+    real = Tables.tidy
 
     def held_back(self: Tables, *args: Any, **kwargs: Any) -> None:
         started.set()
@@ -367,7 +367,7 @@ def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memor
         real(self, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Tables, "_tidy", held_back)
+        patch.setattr(Tables, "tidy", held_back)
         compaction = threading.Thread(target=memory.tables.compact)
         compaction.start()
         assert started.wait(30)
@@ -498,7 +498,7 @@ def test_a_scope_is_scanned_once_later_notes_are_read_by_id_and_a_forget_elsewhe
         vectors_read.extend(ids)
         return real_vectors(ids)
 
-    monkeypatch.setattr(reader.graphs, "_scan", scan)
+    monkeypatch.setattr(reader.graphs, "scan_scope", scan)
     monkeypatch.setattr(reader.tables, "notes_with_vectors", notes)
     monkeypatch.setattr(reader.tables, "vectors", vectors)
     query = "when are invoices retried?"
@@ -531,8 +531,10 @@ def test_a_correction_read_between_its_two_appends_shows_once_its_note_lands(
 ) -> None:
     writer, reader = Memory(db, embedder), Memory(db, embedder)
     old = writer.remember(Draft(text="The service listens on port 8080")).note
-    new = writer._new_note(Draft(text="The service listens on port 9090"), old.scope, None, writer.clock())
-    edge = writer._event(EventKind.SUPERSEDES, new.id, old.id, old.scope, "moved", None, new.recorded_at)
+    new = Note(id=new_note_id(), text="The service listens on port 9090", scope=old.scope, kind=old.kind,
+               recorded_at=writer.clock())  # fmt: skip
+    edge = Event(id=new_event_id(), kind=EventKind.SUPERSEDES, src=new.id, dst=old.id, scope=old.scope, reason="moved",
+                 recorded_at=new.recorded_at)  # fmt: skip
     writer.tables.add_events([edge])  # the correction's first append: its edge
     assert reader.history(old.id).chain.heads[0].id == old.id  # the edge names no stored note yet
     writer.tables.add_notes([(new, embedder.embed([new.text])[0], True)], embedder.name)  # its commit point
@@ -749,7 +751,7 @@ def test_a_write_racing_a_forget_of_its_note_leaves_no_event_naming_it(
     rounds, refused = 20, 0
     forgotten = threading.Event()
     widen = threading.Event()
-    real_add = writer.tables._add
+    real_add = writer.tables.append_rows
 
     def add(table: LanceTable, rows: pa.Table) -> int:
         if widen.is_set() and table.name == EVENTS:
@@ -757,7 +759,7 @@ def test_a_write_racing_a_forget_of_its_note_leaves_no_event_naming_it(
             forgotten.wait(timeout=60)
         return real_add(table, rows)
 
-    monkeypatch.setattr(writer.tables, "_add", add)
+    monkeypatch.setattr(writer.tables, "append_rows", add)
     for round_ in range(rounds):
         note = forgetter.remember(Draft(text=f"Round {round_}: the office door code is 4{round_:03d}")).note
         if write == "reinstate":
@@ -819,8 +821,9 @@ def test_close_waits_for_a_thread_still_looking_whether_upkeep_is_due(memory: Me
         release.wait(10)
         return False
 
+    monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)  # read when a store is opened: the one below
+    memory = Memory(memory.tables.uri, memory.embedder)
     monkeypatch.setattr(memory.tables, "upkeep_due", slow_look)
-    monkeypatch.setattr(memory.tables, "_check_every", 1)
     memory.remember(Draft(text="the build cache lives in /var/cache/ci"), scope="ops")
     assert looking.wait(10)
     assert memory.close(timeout=0.5) is False  # still looking: not finished, and it says so

@@ -6,7 +6,6 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -89,7 +88,7 @@ def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_vers
     assert reader.history(later[-1]).note.id == later[-1]
     own = reader.remember(Draft(text="The deploy server is cd-1")).note
     assert notes.version == opened_at  # the LanceDB table was never asked
-    assert reader.tables._view(notes).version > writer.tables._view(notes).version  # on top of the writer's
+    assert reader.tables.view(notes).version > writer.tables.view(notes).version  # on top of the writer's
     ids = Tables(db).notes_table().to_arrow()["id"].to_pylist()  # type: ignore[union-attr]
     assert sorted(ids) == sorted([first.id, *later, own.id])
     assert writer.history(own.id).note.text == "The deploy server is cd-1"
@@ -106,8 +105,8 @@ def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_move
     by_id = memory.tables.vectors(ids)
     assert set(by_id) == set(ids)
     lookups: list[str | None] = []
-    scan = memory.tables._scan
-    monkeypatch.setattr(memory.tables, "_scan", lambda *a, **k: lookups.append(a[2]) or scan(*a, **k))
+    scan = memory.tables.scan
+    monkeypatch.setattr(memory.tables, "scan", lambda *a, **k: lookups.append(a[2]) or scan(*a, **k))
 
     def read(located: dict[str, int]) -> dict[str, np.ndarray]:
         lookups.clear()
@@ -149,11 +148,11 @@ def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
     memory.remember(Draft(text="The staging cluster runs in eu-west-1"))
     notes = memory.tables.notes_table()
     assert notes is not None
-    before = memory.tables._view(notes).version
+    before = memory.tables.view(notes).version
     at = datetime(2026, 3, 1, tzinfo=UTC)
     drafts = [Draft(text=f"Session note {i}: the user moved to team {i}", at=at + timedelta(days=i)) for i in range(5)]
     stored = memory.import_notes(drafts, actor="importer")
-    assert memory.tables._view(notes).version == before + 1
+    assert memory.tables.view(notes).version == before + 1
     assert [n.recorded_at for n in stored] == [d.at for d in drafts]
     assert {n.actor for n in stored} == {"importer"} and memory.stats()["notes"] == 6
     found = memory.recall("which team did the user move to?", as_of=at + timedelta(days=1, hours=1))
@@ -327,11 +326,11 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     )
 
     def on_a_bucket() -> list[tables.Hit]:
-        monkeypatch.setattr(memory.tables, "_remote", True)
+        monkeypatch.setattr(memory.tables, "remote", True)
         try:
             return memory.tables.vector_search(vector, "big", None, 20)
         finally:
-            monkeypatch.setattr(memory.tables, "_remote", False)
+            monkeypatch.setattr(memory.tables, "remote", False)
 
     remote = on_a_bucket()
     assert all(h.vector is None for h in remote) and len({h.id for h in remote} & exact_similarity.keys()) >= 19
@@ -341,15 +340,15 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     remote = on_a_bucket()  # re-scored by Lance: exact
     assert all(h.score == pytest.approx(exact_similarity[h.id], abs=1e-5) for h in remote if h.id in exact_similarity)
     candidates, _ = recall.find_candidates(
-        memory.tables, memory.embedder, partial(memory._found, "big"), "which host runs the billing export?", "big",
-        None, RetrievalSettings(per_retriever=20),
+        memory.reader("big"), memory.embedder, "which host runs the billing export?", None,
+        RetrievalSettings(per_retriever=20),
     )  # fmt: skip
     dense = sorted((c for c in candidates.values() if c.dense_rank is not None), key=lambda c: c.dense_rank or 0)
     assert len(dense) == 20 and len({c.note.id for c in dense} & exact_similarity.keys()) >= 19
     for cand in dense:
         if cand.note.id in exact_similarity:
             assert cand.similarity == pytest.approx(exact_similarity[cand.note.id], abs=1e-5)
-    assert memory.tables._searched_exactly(notes, "small") and not memory.tables._searched_exactly(notes, "big")
+    assert memory.tables.searched_exactly(notes, "small") and not memory.tables.searched_exactly(notes, "big")
     small = memory.tables.vector_search(vector, "small", None, 20)
     assert {n.scope for n in memory.tables.notes(h.id for h in small).values()} == {"small"}
 
@@ -366,7 +365,7 @@ def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_t
         assert memory.tables.compact()
         notes = memory.tables.notes_table()
         assert notes is not None
-        shape = memory.tables._vector_index_shape(notes)
+        shape = memory.tables.vector_index_shape(notes)
         assert shape is not None
         return shape
 
@@ -402,11 +401,11 @@ TEXTS = st.text(max_size=20)
     ),
 )  # fmt: skip
 def test_a_note_and_an_event_read_back_from_their_rows_as_written(note: Note, event: Event) -> None:
-    note_row = layout._row(note, layout._NOTE_STORED) | {"dense_ok": True, "vector": [0.0, 1.0]}
-    event_row = layout._row(event, layout._EVENT_STORED)
-    for row, schema in ((note_row, layout._note_schema("model", 2)), (event_row, layout._EVENT_SCHEMA)):
+    note_row = layout.row_of(note, layout.NOTE_STORED) | {"dense_ok": True, "vector": [0.0, 1.0]}
+    event_row = layout.row_of(event, layout.EVENT_STORED)
+    for row, schema in ((note_row, layout.note_schema("model", 2)), (event_row, layout.EVENT_SCHEMA)):
         assert pa.Table.from_pylist([row], schema=schema).to_pylist() == [row]  # every value fits its column
-    assert layout._note_from_row(note_row) == note and layout._event_from_row(event_row) == event
+    assert layout.note_from_row(note_row) == note and layout.event_from_row(event_row) == event
 
 
 def test_warming_calls_back_once_the_model_is_loaded_and_even_when_warming_failed(
@@ -442,7 +441,7 @@ def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
     big = memory.import_notes([Draft(text=f"Big host {i} runs the build") for i in range(5)], scope="big")
     scans: list[str] = []
     by_id: list[str] = []
-    real_scan, real_notes = memory.graphs._scan, memory.tables.notes_with_vectors
+    real_scan, real_notes = memory.graphs.scan_scope, memory.tables.notes_with_vectors
 
     def scan(scope: str, leave_out: Any = ()) -> Any:
         scans.append(scope)
@@ -452,7 +451,7 @@ def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
         by_id.extend(ids)
         return real_notes(ids, vectors)
 
-    monkeypatch.setattr(memory.graphs, "_scan", scan)
+    monkeypatch.setattr(memory.graphs, "scan_scope", scan)
     monkeypatch.setattr(memory.tables, "notes_with_vectors", notes)
 
     def recall_without_kept_notes(scope: str) -> set[str]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from corrigenda.server import render
+from corrigenda.server import tools as server_tools
+from corrigenda.store.ids import NOTE_ID_PATTERN
 from corrigenda.store.tokens import estimate_tokens
 from corrigenda.store.views import RecallResult
 from mcp import Client
@@ -40,6 +43,21 @@ async def test_tools_are_listed_with_schemas_descriptions_and_honest_annotations
     assert tools["forget"].annotations.destructive_hint is True  # type: ignore[union-attr]
     assert tools["remember"].annotations.read_only_hint is False  # type: ignore[union-attr]
     assert tools["recall_chains"].input_schema["properties"]["budget_tokens"]["minimum"] == 50
+
+
+async def test_each_tool_is_one_function_found_by_its_name_described_without_the_sources_line_breaks(
+    client: Client,
+) -> None:
+    listed = {t.name: t for t in (await client.list_tools()).tools}
+    assert list(server_tools.TOOLS) == list(listed)  # registered in one place, in the order defined
+    for name, tool in server_tools.TOOLS.items():
+        assert tool.fn is getattr(server_tools, name) and tool.fn.__name__ == name
+        description = listed[name].description or ""
+        assert "\n" not in description.replace("\n\n", ""), name  # paragraphs, no wrapped lines
+        assert description.split()[:4] == (tool.fn.__doc__ or "").split()[:4]
+    # the schema's id pattern is the store's: it refuses what the store would (no 'i', 'l', 'o', 'u')
+    pattern = listed["history"].input_schema["properties"]["note_id"]["pattern"]
+    assert pattern == NOTE_ID_PATTERN and not re.match(pattern, "n_" + "u" * 26)
 
 
 async def test_server_instructions_teach_the_capture_protocol(client: Client) -> None:

@@ -28,7 +28,7 @@ from corrigenda.store.model import (
     EventKind,
     Note,
 )
-from corrigenda.store.transfer import _event, _note
+from corrigenda.store.transfer import event_from_record, note_from_record
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -264,7 +264,7 @@ events = st.builds(
 
 @given(notes, events)
 def test_a_record_reads_back_from_its_export_line_unchanged(note: Note, event: Event) -> None:
-    for record, read in ((note, _note), (event, _event)):
+    for record, read in ((note, note_from_record), (event, event_from_record)):
         line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False)
         assert read(json.loads(line)) == record
 

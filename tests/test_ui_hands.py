@@ -9,9 +9,11 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from corrigenda.server.config import Settings
+from corrigenda.server.grants import digest
 from corrigenda.server.ui import build_ui
 from corrigenda.store import Draft, Memory
 from starlette.testclient import TestClient
@@ -200,3 +202,62 @@ def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated(memory: Mem
     first, second = page.split('<section class="chain')[1:3]
     assert "25 new postcards" in first and "POSSIBLY OUTDATED" not in first
     assert "17 new postcards" in second and "POSSIBLY OUTDATED by" in second and "17 → 25" in second
+
+
+ADA, BOB = "ada-token-0123456789abcdef", "bob-token-0123456789abcdef"
+
+
+def granted(memory: Memory, tmp_path: Path, scope: str = "ada") -> TestClient:
+    """The web view with a grants file: ada reads team-* and ada, writes ada; bob reads and writes bob."""
+    grants = tmp_path / "grants.toml"
+    grants.write_text(
+        f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{digest(ADA)}"\nread = ["team-*"]\nwrite = ["ada"]\n\n'
+        f'[[credentials]]\nname = "bob"\ntoken_sha256 = "{digest(BOB)}"\nwrite = ["bob"]\n'
+    )
+    app = build_ui(memory, scope, Settings(db=memory.tables.uri, person="Ada", grants=str(grants)))
+    return TestClient(app, base_url=ORIGIN, headers={"Origin": ORIGIN})
+
+
+def test_with_a_grants_file_a_credential_sees_and_changes_its_own_scopes_only(memory: Memory, tmp_path: Path) -> None:
+    mine = memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada").note
+    team = memory.remember(Draft(text="The team deploys on Tuesdays"), scope="team-ops").note
+    bobs = memory.remember(Draft(text="Bob secret staging password hint"), scope="bob").note
+    with granted(memory, tmp_path) as client:
+        assert client.get("/").status_code == 401  # no credential: nothing from the memory
+        assert "Ada build" not in client.get("/", headers={"Authorization": "Bearer wrong"}).text
+        entered = client.get(f"/?token={ADA}", follow_redirects=False)
+        assert entered.status_code == 303 and ADA not in entered.headers["location"]
+        landing = client.get("/").text  # the session cookie now names ada
+        assert "Ada build runs on the blue runner" in landing and "team-ops" in landing
+        listed = client.get("/scopes").text
+        assert "Scopes 1–2 of 2" in listed and ">bob<" not in listed and "Bob secret" not in listed
+
+        refused = client.get(f"/chain/{bobs.id}")
+        assert refused.status_code == 403 and "Bob secret" not in refused.text
+        assert "scope 'bob': credential 'ada' may not read it" in html.unescape(refused.text)
+        assert client.get("/?scope=bob").status_code == 403
+        assert client.get("/notes?scope=bob").status_code == 403
+
+        team_page = client.get(f"/chain/{team.id}").text
+        assert "The team deploys on Tuesdays" in team_page and "may read scope team-ops but not change it" in team_page
+        token = form_token(client.get(f"/chain/{mine.id}").text)
+        fields = {"action": "revoke", "reason": "wrong", "csrf": token, "confirmed": "yes"}
+        before = memory.history(team.id).model_dump()
+        read_only = client.post("/act", data={**fields, "note_id": team.id})
+        assert read_only.status_code == 403 and "may not write it" in read_only.text
+        link = client.post("/act", data={**fields, "action": "link", "kind": "depends_on", "note_id": mine.id,
+                                         "dst_id": bobs.id})  # fmt: skip
+        assert link.status_code == 403  # the other end is bob's
+        assert memory.history(team.id).model_dump() == before and not memory.history(mine.id).events[1:]
+
+        done = client.post("/act", data={**fields, "action": "correct", "note_id": mine.id,
+                                         "text": "Ada build runs on the green runner"}, follow_redirects=False)  # fmt: skip
+        assert done.status_code == 303
+        assert memory.history(mine.id).chain.heads[0].actor == "person:ada"  # the credential's name, a person
+
+    with granted(memory, tmp_path) as client:  # bob, by bearer: his scope only, and no cookie of ada's works
+        bob = {"Authorization": f"Bearer {BOB}"}
+        assert "Bob secret" in client.get(f"/chain/{bobs.id}", headers=bob).text
+        assert client.get(f"/chain/{mine.id}", headers=bob).status_code == 403
+        client.cookies.set("corrigenda_ui", "ada." + "0" * 64)
+        assert client.get("/").status_code == 401  # a session cookie is the credential's MAC, not its name

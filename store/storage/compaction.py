@@ -26,7 +26,7 @@ class Compaction(Handles):
     def fragments(self) -> dict[str, int]:
         return {name: len(self._dataset(table).get_fragments()) for name, table in self._tables().items()}
 
-    def _tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
+    def tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
         """One table's upkeep, on its latest version: its missing indexes (not while erasing: a `forget`
         does not wait for a vector index to be built), then compaction (erasing: of every file that
         holds a deleted row), the indexes brought up to date (the vector index reshaped), and the
@@ -46,21 +46,21 @@ class Compaction(Handles):
             self._rebuild_stale_indexes(table)
         elif name == NOTES:
             self._reshape_vector_index(table)
-        self._clean(self._dataset(table), keep_versions_for)
+        self.clean_versions(self._dataset(table), keep_versions_for)
 
-    def _clean(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
+    def clean_versions(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
         """Delete the versions older than `keep_versions_for` or than the newest KEEP_VERSIONS, then
         every file that no remaining version references and that is older than ORPHAN_AGE (a crash's
         leftovers). On an object store, where each pass of Lance's cleanup reads every manifest there
         is (a request each), one pass: the versions beyond the newest KEEP_VERSIONS, whatever their
         age (all but the latest when `keep_versions_for` is zero: an erasure)."""
-        if self._remote and keep_versions_for > timedelta(0):
+        if self.remote and keep_versions_for > timedelta(0):
             dataset.cleanup_old_versions(retain_versions=limits.KEEP_VERSIONS, error_if_tagged_old_versions=False)
             return  # object stores: Lance's own cleanup collects a crash's leftovers after seven days
         dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
         if keep_versions_for > timedelta(0):  # else only the latest is left (an erasure): nothing more to list
             dataset.cleanup_old_versions(retain_versions=limits.KEEP_VERSIONS, error_if_tagged_old_versions=False)
-        if self._remote:
+        if self.remote:
             return
         tracked = set(dataset.tracked_files().read_all()["path"].to_pylist())
         present = dataset.all_files().read_all().to_pylist()

@@ -40,7 +40,7 @@ class Erasure(Compaction):
         self._compact_lock = threading.Lock()  # one pass of upkeep or erasure at a time in this process
         # On object storage an erasure pass takes 1-5 s (docs/object-storage.md, "Measured"): `forget` answers once
         # its tombstone is committed, and a thread of this process erases (erase_soon).
-        self.erase_later = self._remote
+        self.erase_later = self.remote
         self._eraser: threading.Thread | None = None
         self._eraser_lock = threading.Lock()
         self._erase_again = False
@@ -50,13 +50,13 @@ class Erasure(Compaction):
         `forgets` tombstones, the events `also` names, and every event naming one of those (a
         reinstates of a revokes)."""
         events = self.events_table()
-        named = self._scan(events, ["id", "kind"], where.naming(note_ids))
+        named = self.scan(events, ["id", "kind"], where.naming(note_ids))
         first = [
             i
             for i, k in zip(named["id"].to_pylist(), named["kind"].to_pylist(), strict=True)
             if k != EventKind.FORGETS.value
         ] + list(also)
-        second = self._scan(events, ["id"], where.id_in(first, "dst"))
+        second = self.scan(events, ["id"], where.id_in(first, "dst"))
         return sorted(set(first) | set(second["id"].to_pylist()))
 
     def erased(self, note_ids: Collection[str] | None = None) -> set[str]:
@@ -75,7 +75,7 @@ class Erasure(Compaction):
 
     def unerased(self) -> list[str]:
         """Forgotten notes whose erasure no pass has finished: one under way, or cut short."""
-        tombstones = self._scan(self.events_table(), ["dst"], where.kind_is(EventKind.FORGETS.value))
+        tombstones = self.scan(self.events_table(), ["dst"], where.kind_is(EventKind.FORGETS.value))
         forgotten = set(tombstones["dst"].to_pylist())
         return sorted(forgotten - self.erased()) if forgotten else []
 
@@ -89,15 +89,15 @@ class Erasure(Compaction):
         tables = self._tables()  # opened (never made) outside the lock, which making a table takes
         while events or self.unerased():
             try:
-                with self._compact_lock, self._exclusive(0):
-                    return self._erase(tables, events)
+                with self._compact_lock, self.upkeep_lock(0):
+                    return self.erasure_pass(tables, events)
             except Timeout:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(limits.ERASE_POLL)
         return []
 
-    def _erase(self, tables: Mapping[str, Table], events: Collection[str] = ()) -> list[str]:
+    def erasure_pass(self, tables: Mapping[str, Table], events: Collection[str] = ()) -> list[str]:
         """An erasure pass, under the lock of upkeep: each unerased note, and the events
         `erasure_events` names (with `events`), deleted from the live data and from every file on disk.
 
@@ -120,7 +120,7 @@ class Erasure(Compaction):
             # Rewrite every file holding a deleted row, this pass's or a cut pass's (whose delete
             # landed but whose rewrite did not), then the indexes, then drop the versions that
             # still hold the rows.
-            _until_committed(partial(self._tidy, name, table, timedelta(0), erasing=True), limits.ERASE_WAIT)
+            _until_committed(partial(self.tidy, name, table, timedelta(0), erasing=True), limits.ERASE_WAIT)
         if notes:
             erased_at = where.to_micros(datetime.now(UTC))
             marks = [{"note_id": n, "erased_at_us": erased_at} for n in notes]

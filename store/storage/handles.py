@@ -4,11 +4,11 @@ version rules, all here.
 Each operation starts with `refresh()`, which moves each table's view to its latest version: it then
 sees every write any process made before it began, and its reads within check no further (on an
 object store each check is a listing of the table's versions: a remember made twenty of them when
-every read checked). Reads go to the view, the Lance dataset under each table (`_view`), which this
+every read checked). Reads go to the view, the Lance dataset under each table (`view`), which this
 process's own writes move too, and which only moves forward, whichever of its threads moves it. The
 same query through LanceDB's query builder cost 5-6 ms more each, and asking a LanceDB table for its
 version about 0.2-0.8 ms, where the dataset answers in microseconds (docs/scale.md, "Scale").
-Writes are appends through the view (`_add`), which never conflict in Lance; a real delete happens
+Writes are appends through the view (`append_rows`), which never conflict in Lance; a real delete happens
 only in `forget`. Ids are made by the writer, so a retried append can leave a duplicate row: readers
 keep the first row of each id.
 """
@@ -30,11 +30,11 @@ import pyarrow.compute as pc
 from .. import where
 from ..errors import ModelMismatch, StoreUnavailable, StoreUnreachable
 from . import limits
-from .indexes import Indexes, _indexed_columns, _wanted_indexes
+from .indexes import Indexes, indexed_columns, wanted_indexes
 from .lease import Lease, exclusive
 from .location import Location
 from .retry import _committed, _creating, _missing_file, _reading, _store_problem, _unreachable
-from .schema import _ERASURE_SCHEMA, _EVENT_SCHEMA, ERASURES, EVENTS, MODEL_KEY, NOTES, _note_schema
+from .schema import _ERASURE_SCHEMA, ERASURES, EVENT_SCHEMA, EVENTS, MODEL_KEY, NOTES, note_schema
 
 if TYPE_CHECKING:
     from lance.dataset import LanceDataset
@@ -61,10 +61,11 @@ class Handles(Indexes):
         self._events: Table | None = None
         self._erasures: Table | None = None
         self._open_lock = threading.Lock()
-        remote = self._remote = self._location.is_remote
-        self._lease = Lease(self._open_or_create) if remote else None
+        # On object storage: reads, writes and upkeep take a bucket's paths (a test sets it on a directory).
+        remote = self.remote = self._location.is_remote
+        self._lease = Lease(self.open_or_create) if remote else None
         self._model: tuple[str, int] | None = None  # stored_model(), once the notes table exists
-        self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (_view)
+        self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (view)
         self._views_lock = threading.Lock()
 
     # -- opening -----------------------------------------------------------------------------
@@ -100,7 +101,7 @@ class Handles(Indexes):
         """See every write made so far, by any process: the start of each operation (module docstring).
         On a bucket the tables are caught up at once, each a listing and, if it moved, a manifest read."""
         tables = [t for t in (self._notes, self._events) if t is not None]
-        if self._remote and len(tables) == 2:
+        if self.remote and len(tables) == 2:
             beside = _REFRESHES.submit(self._read, partial(self._catch_up, tables[1]))
             self._read(partial(self._catch_up, tables[0]))
             beside.result()
@@ -113,8 +114,8 @@ class Handles(Indexes):
         latest version (on a bucket, a listing); a newer one is read from what that look found (a
         manifest read; asked for by number, a version costs a HEAD for its size first). The LanceDB
         table, which deletes and upkeep go through, is moved where they are (`_delete`, `_dataset`,
-        and the look for a vector index in `_searched_exactly`)."""
-        self._move(table, self._view(table).checkout_version((None, None)))  # Lance's name for the latest
+        and the look for a vector index in `searched_exactly`)."""
+        self._move(table, self.view(table).checkout_version((None, None)))  # Lance's name for the latest
 
     def _move(self, table: Table, moved: LanceDataset) -> None:
         """Put `moved` in place as the table's view if it is newer. A view only moves forward. Another
@@ -124,7 +125,7 @@ class Handles(Indexes):
             if self._views[table.name].version < moved.version:
                 self._views[table.name] = moved
 
-    def _add(self, table: Table, rows: pa.Table) -> int:
+    def append_rows(self, table: Table, rows: pa.Table) -> int:
         """Append `rows` through the table's view, which the version made then becomes; returns it.
         Lance commits on the view's version, checking only the versions since (the refresh at the
         start of the operation found them), and hands back the dataset it committed: on a bucket the
@@ -134,10 +135,11 @@ class Handles(Indexes):
         *Measured*). The LanceDB table stays where it was: whatever reads through it checks out the
         latest version first.
 
-        The data is written once; its commit is tried until it lands (`_committed`)."""
+        The data is written once; its commit is tried until it lands (`_committed`). Every write's rows
+        go through here, once or again (`_append`): the step at which tests cut or hold a write."""
         import lance
 
-        view = self._view(table)
+        view = self.view(table)
         fragments = lance.fragment.write_fragments(rows, view)
         moved = _committed(table.name, view, lance.LanceOperation.Append(fragments))
         self._move(table, moved)
@@ -159,14 +161,14 @@ class Handles(Indexes):
             if EVENTS in self._table_names():
                 self._events = self._opened(EVENTS)
             else:
-                self._events = self._made({EVENTS: _EVENT_SCHEMA})[EVENTS]
+                self._events = self._made({EVENTS: EVENT_SCHEMA})[EVENTS]
         return self._events
 
     def _erasures_table(self, make: bool = False) -> Table | None:
         """The erasures table; None while no erasure pass has made it (`make`: only under the lock of
         upkeep, which erasure passes hold)."""
         if self._erasures is None and (make or ERASURES in self._table_names()):
-            self._erasures = self._open_or_create(ERASURES, _ERASURE_SCHEMA)
+            self._erasures = self.open_or_create(ERASURES, _ERASURE_SCHEMA)
         return self._erasures
 
     def stored_model(self) -> tuple[str, int] | None:
@@ -195,9 +197,9 @@ class Handles(Indexes):
     def _ensure_notes(self, model: str, dimension: int) -> Table:
         table = self.notes_table()
         if table is None:
-            wanted = {NOTES: _note_schema(model, dimension)}
+            wanted = {NOTES: note_schema(model, dimension)}
             if self._events is None:  # most often a new store: both tables in one hold of the lock
-                wanted[EVENTS] = _EVENT_SCHEMA
+                wanted[EVENTS] = EVENT_SCHEMA
             made = self._made(wanted)
             self._notes = table = made[NOTES]
             self._events = made.get(EVENTS, self._events)
@@ -211,8 +213,8 @@ class Handles(Indexes):
         them. Their indexes are made in the same hold: made by several processes at once, their
         commits can conflict, and Lance's retry waits whole attempts (docs/object-storage.md,
         *Measured*)."""
-        with self._exclusive(limits.CREATE_WAIT):
-            made = {name: self._open_or_create(name, schema) for name, schema in wanted.items()}
+        with self.upkeep_lock(limits.CREATE_WAIT):
+            made = {name: self.open_or_create(name, schema) for name, schema in wanted.items()}
             for table in made.values():
                 self.ensure_indexes(table)
             return made
@@ -221,16 +223,16 @@ class Handles(Indexes):
         """A table another process made, with its indexes. If one is missing (that process is making
         them now, under the lock of upkeep, or crashed before it made them), it is made under the
         lock too: after that process, instead of beside it."""
-        table = self._open_or_create(name, None)
-        if set(_wanted_indexes(name)) - _indexed_columns(table):
-            with self._exclusive(limits.CREATE_WAIT):
+        table = self.open_or_create(name, None)
+        if set(wanted_indexes(name)) - indexed_columns(table):
+            with self.upkeep_lock(limits.CREATE_WAIT):
                 table.checkout_latest()
                 self.ensure_indexes(table)
         elif name == NOTES:
             self._indexed = True
         return table
 
-    def _open_or_create(self, name: str, schema: pa.Schema | None) -> Table:
+    def open_or_create(self, name: str, schema: pa.Schema | None) -> Table:
         """A table, made with `schema` if no process has made it yet (None: it must exist), whatever
         other processes are making at the same moment (CREATE_ATTEMPTS)."""
 
@@ -245,7 +247,7 @@ class Handles(Indexes):
         """Append rows in one write; in a young table, make sure they are there (YOUNG_TABLE_VERSIONS).
         Returns the table version that holds them."""
         try:
-            version = self._add(table, rows)
+            version = self.append_rows(table, rows)
         except Exception as exc:
             # Lance checks a commit against the version it was made on: an erasure pass on another
             # process (which keeps only the latest version) can remove that version's manifest while
@@ -254,18 +256,18 @@ class Handles(Indexes):
                 raise
             log.warning("a write to %s met a version another process removed (%s); writing again", table.name, exc)
             self._catch_up(table)
-            there = self._scan(table, ["id"], where.id_in(rows["id"].to_pylist()))["id"].to_pylist()
+            there = self.scan(table, ["id"], where.id_in(rows["id"].to_pylist()))["id"].to_pylist()
             rows = rows.filter(pc.invert(pc.is_in(rows["id"], pa.array(there, pa.string()))))
             landed = rows.num_rows == 0  # after all
-            version = self._view(table).version if landed else self._add(table, rows)
+            version = self.view(table).version if landed else self.append_rows(table, rows)
         for _ in range(limits.CREATE_ATTEMPTS):
             if version > limits.YOUNG_TABLE_VERSIONS:
                 break
             ids = rows["id"].to_pylist()
             self._catch_up(table)  # what landed after this write too: an overwrite comes later
-            if self._view(table).version == version:
+            if self.view(table).version == version:
                 break  # nothing landed after it: its rows are in the latest version, which it made
-            there = set(self._scan(table, ["id"], where.id_in(ids))["id"].to_pylist())
+            there = set(self.scan(table, ["id"], where.id_in(ids))["id"].to_pylist())
             if len(there) == len(set(ids)):
                 break
             log.warning(
@@ -274,7 +276,7 @@ class Handles(Indexes):
                 table.name,
             )
             rows = rows.filter(pc.invert(pc.is_in(rows["id"], pa.array(sorted(there), pa.string()))))
-            version = self._add(table, rows)
+            version = self.append_rows(table, rows)
         return version
 
     # -- reading -----------------------------------------------------------------------------
@@ -291,7 +293,7 @@ class Handles(Indexes):
 
         return _reading(work, again)
 
-    def _view(self, table: Table) -> LanceDataset:
+    def view(self, table: Table) -> LanceDataset:
         """The Lance dataset under a table, at the version of the last `refresh` or of this process's
         last write to it: every read goes here. LanceDB's query builder asks the table for its schema
         and more before each query; the dataset keeps its caches (indexes included) when it moves to
@@ -303,16 +305,16 @@ class Handles(Indexes):
                 view = self._views.setdefault(table.name, opened)
         return view
 
-    def _scan(self, table: Table, columns: list[str] | None, clause: str | None = None, **search: Any) -> pa.Table:
+    def scan(self, table: Table, columns: list[str] | None, clause: str | None = None, **search: Any) -> pa.Table:
         """Rows of a table (the columns, those matching `clause`: a filter from where.py), or the
         hits of a `nearest` or `full_text_query` search among them, through `_read`."""
-        return self._read(lambda: self._view(table).to_table(columns=columns, filter=clause, prefilter=True, **search))
+        return self._read(lambda: self.view(table).to_table(columns=columns, filter=clause, prefilter=True, **search))
 
     def _tables(self) -> dict[str, Table]:
         tables = {EVENTS: self.events_table(), NOTES: self.notes_table()}
         return {name: table for name, table in tables.items() if table is not None}
 
-    def _exclusive(self, wait: float) -> AbstractContextManager[Any]:
+    def upkeep_lock(self, wait: float) -> AbstractContextManager[Any]:
         """One process at a time, for upkeep and erasure: a lock file beside a store on disk, the
         upkeep lease on object storage (lease.py). Raises filelock's Timeout after `wait` seconds."""
         return exclusive(self.uri, self._lease, wait)

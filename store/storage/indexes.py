@@ -32,12 +32,12 @@ class Indexes:
         says. The notes table's full-text index is how Chinese is found (the default model reads it
         as unknown tokens); the scalar indexes make a call's cost depend on its own scope, not on
         others."""
-        wanted = _wanted_indexes(table.name)
+        wanted = wanted_indexes(table.name)
         if retype:
             for index in _mistyped(table):
                 log.info("replacing the %s index %s of %s.%s", index.index_type, index.name, table.name, index.columns)
                 table.drop_index(index.name)
-        have = _indexed_columns(table)
+        have = indexed_columns(table)
         for column, config in wanted.items():
             for attempt in range(limits.CREATE_ATTEMPTS):
                 if column in have:
@@ -48,7 +48,7 @@ class Indexes:
                 except Exception as exc:
                     # Another process made it first, or made the table again under it: look again.
                     table.checkout_latest()
-                    have = _indexed_columns(table)
+                    have = indexed_columns(table)
                     if column not in have and attempt == limits.CREATE_ATTEMPTS - 1:
                         raise
                     log.info("indexing %s.%s met another process (%s); looking again", table.name, column, exc)
@@ -77,7 +77,7 @@ class Indexes:
         }
         if not stale:
             return
-        wanted = _wanted_indexes(table.name)
+        wanted = wanted_indexes(table.name)
         empty = table.count_rows() == 0
         for index in table.list_indices():
             if index.name not in stale:
@@ -109,7 +109,7 @@ class Indexes:
         table.create_index("vector", config=IvfSq(distance_type="cosine", target_partition_size=size), replace=True)
 
     @staticmethod
-    def _vector_index_shape(table: Table) -> tuple[int, int] | None:
+    def vector_index_shape(table: Table) -> tuple[int, int] | None:
         """The vector index's (partitions, segments); None while there is none."""
         if not _has_vector_index(table):
             return None
@@ -120,7 +120,7 @@ class Indexes:
         """After compaction (which adds a segment): train the index anew once the table has outgrown its
         partitions (VECTOR_RETRAIN_GROWTH), or else merge its segments past VECTOR_SEGMENTS."""
         table.checkout_latest()
-        shape = self._vector_index_shape(table)
+        shape = self.vector_index_shape(table)
         if shape is None:
             return
         partitions, segments = shape
@@ -132,7 +132,7 @@ class Indexes:
             )
 
 
-def _wanted_indexes(name: str) -> dict[str, Any]:
+def wanted_indexes(name: str) -> dict[str, Any]:
     """Each indexed column of a table, with the index it gets (`Tables.ensure_indexes`)."""
     from lancedb.index import FTS, Bitmap, BTree
 
@@ -143,7 +143,8 @@ def _wanted_indexes(name: str) -> dict[str, Any]:
     return wanted
 
 
-def _indexed_columns(table: Table) -> set[str]:
+def indexed_columns(table: Table) -> set[str]:
+    """The columns of a table that have an index of their own: once it is made, those of `wanted_indexes`."""
     return {index.columns[0] for index in table.list_indices() if len(index.columns) == 1}
 
 
@@ -162,8 +163,7 @@ def _wholly_indexed(view: LanceDataset) -> bool:
     """Whether the vector index covers every fragment of this version. Then a search through it returns
     the index's 8-bit estimates of 2 - 2·cos (the normalized vectors' squared distance), not 1 - cos:
     Lance re-scores the hits exactly, from their vectors, only when it also searches fragments the
-    index has not taken in (any, whatever the filter). Both come from the version's metadata: on the
-    bucket bench, recalls asked again took 49 ms with this check and 50 without (docs/object-storage.md, "Measured")."""
+    index has not taken in (any, whatever the filter). Both come from the version's metadata: no request."""
     indexed = {
         fragment
         for index in view.describe_indices()

@@ -1,5 +1,5 @@
 """The on-disk layout of a store's tables and the codec between their rows and the models: a note or
-an event as a row and back (`_row`, `_note_from_row`, `_event_from_row`), and what a read hands on
+an event as a row and back (`row_of`, `note_from_row`, `event_from_row`), and what a read hands on
 (`Hit`, `ScopeRows`)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ MODEL_KEY = b"corrigenda.model"
 # it is on disk, rather than derived from the models: a field added to a model must not change the
 # format unnoticed. Which field each column holds, and how, comes from the models (_columns), and
 # the two are checked against each other when this module loads.
-_EVENT_SCHEMA = pa.schema(
+EVENT_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
         pa.field("kind", pa.string(), nullable=False),
@@ -44,7 +44,7 @@ _EVENT_SCHEMA = pa.schema(
 _ERASURE_SCHEMA = pa.schema(
     [pa.field("note_id", pa.string(), nullable=False), pa.field("erased_at_us", pa.int64(), nullable=False)]
 )
-_NOTE_SCHEMA = pa.schema(  # and the vector, as wide as the store's model makes it (_note_schema)
+_NOTE_SCHEMA = pa.schema(  # and the vector, as wide as the store's model makes it (note_schema)
     [
         pa.field("id", pa.string(), nullable=False),
         pa.field("text", pa.string(), nullable=False),
@@ -64,7 +64,9 @@ _NOTE_SCHEMA = pa.schema(  # and the vector, as wide as the store's model makes 
 )
 
 
-def _note_schema(model: str, dimension: int) -> pa.Schema:
+def note_schema(model: str, dimension: int) -> pa.Schema:
+    """The notes table's schema for a store built with `model`: the columns above and a vector of
+    `dimension` floats, the model's name kept in the schema's metadata (MODEL_KEY)."""
     vector = pa.field("vector", pa.list_(pa.float32(), dimension))
     return _NOTE_SCHEMA.append(vector).with_metadata({MODEL_KEY: model.encode()})
 
@@ -125,7 +127,10 @@ def _columns(model: type[BaseModel], schema: pa.Schema, *extra: str) -> list[_Co
     return columns
 
 
-def _row(record: BaseModel, columns: Sequence[_Column]) -> dict[str, Any]:
+def row_of(record: BaseModel, columns: Sequence[_Column]) -> dict[str, Any]:
+    """A note's or an event's row (`columns`: NOTE_STORED or EVENT_STORED), as it is written; a note's
+    row lacks `dense_ok` and `vector`, which the writer adds. `note_from_row` and `event_from_row` read
+    it back as it was."""
     return {c.name: c.to_row(getattr(record, c.field)) for c in columns}
 
 
@@ -136,17 +141,20 @@ def _record(model: type[M], columns: Sequence[_Column], row: dict[str, Any]) -> 
     return model(**{c.field: c.from_row(row[c.name]) for c in columns if c.nullable or row[c.name] is not None})
 
 
-_NOTE_STORED = _columns(Note, _NOTE_SCHEMA, "dense_ok")
-_EVENT_STORED = _columns(Event, _EVENT_SCHEMA)
-_NOTE_COLUMNS = [c.name for c in _NOTE_STORED]
+# The columns each model's fields are stored in (a note's but `dense_ok`, and its vector), for `row_of`.
+NOTE_STORED = _columns(Note, _NOTE_SCHEMA, "dense_ok")
+EVENT_STORED = _columns(Event, EVENT_SCHEMA)
+_NOTE_COLUMNS = [c.name for c in NOTE_STORED]
 
 
-def _note_from_row(row: dict[str, Any]) -> Note:
-    return _record(Note, _NOTE_STORED, row)
+def note_from_row(row: dict[str, Any]) -> Note:
+    """The note a row of the notes table holds (its other columns are left aside)."""
+    return _record(Note, NOTE_STORED, row)
 
 
-def _event_from_row(row: dict[str, Any]) -> Event:
-    return _record(Event, _EVENT_STORED, row)
+def event_from_row(row: dict[str, Any]) -> Event:
+    """The event a row of the events table holds."""
+    return _record(Event, EVENT_STORED, row)
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,7 @@ class ScopeRows:
         positions = [self._at[i] for i in dict.fromkeys(ids) if i in self._at]
         if not positions:
             return {}
-        return {row["id"]: _note_from_row(row) for row in self._rows.take(positions).to_pylist()}
+        return {row["id"]: note_from_row(row) for row in self._rows.take(positions).to_pylist()}
 
     def addresses(self, ids: Iterable[str]) -> dict[str, int]:
         """Where the scan found those of `ids` it holds: Lance row addresses (a fragment's id and an

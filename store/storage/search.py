@@ -17,7 +17,7 @@ from . import limits
 from .handles import Handles
 from .indexes import _has_vector_index, _wholly_indexed
 from .retry import _missing_file
-from .schema import _NOTE_COLUMNS, NOTES, Hit, ScopeRows, _event_from_row, _from_us, _note_from_row
+from .schema import _NOTE_COLUMNS, NOTES, Hit, ScopeRows, _from_us, event_from_row, note_from_row
 
 if TYPE_CHECKING:
     from lance.dataset import LanceDataset
@@ -40,7 +40,7 @@ class Search(Handles):
         reads them along (`reads_vectors_along`); and the version searched."""
 
         def read() -> tuple[pa.Table, LanceDataset]:
-            view = self._view(table)
+            view = self.view(table)
             columns_read = [*columns, *self._vector_column]
             return view.to_table(columns=columns_read, filter=clause, prefilter=True, **search), view
 
@@ -60,8 +60,8 @@ class Search(Handles):
         if not ids or table is None:
             return {}, {}
         columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
-        rows = _rows_with_vectors(self._scan(table, columns, where.id_in(ids)))
-        notes = {row["id"]: _note_from_row(row) for row, _ in rows}
+        rows = _rows_with_vectors(self.scan(table, columns, where.id_in(ids)))
+        notes = {row["id"]: note_from_row(row) for row, _ in rows}
         return notes, {row["id"]: v for row, vector in rows if (v := _readable(row, vector)) is not None}
 
     def vectors(self, ids: Iterable[str], addresses: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
@@ -82,14 +82,14 @@ class Search(Handles):
             ids = [i for i in ids if i not in taken]
         if ids:
             clause = where.all_of(where.id_in(ids), where.model_could_read())
-            rows = _rows_with_vectors(self._scan(table, ["id", "dense_ok", "vector"], clause))
+            rows = _rows_with_vectors(self.scan(table, ["id", "dense_ok", "vector"], clause))
             found |= {row["id"]: vector for row, vector in rows if vector is not None}
         return found
 
     def _taken(self, table: Table, addresses: Mapping[str, int]) -> dict[str, np.ndarray | None]:
         """The embeddings at `addresses` that are still there (None: the model could not read that note),
         by id; a note whose fragment is gone is left out."""
-        view = self._view(table)
+        view = self.view(table)
         fragments = {f.fragment_id for f in view.get_fragments()}
         here = {i: a for i, a in addresses.items() if a >> 32 in fragments}  # the fragment's id, above the offset
         if not here:
@@ -99,18 +99,18 @@ class Search(Handles):
         return {row["id"]: _readable(row, vector) for row, vector in rows if row["id"] in here}
 
     def events_version(self) -> int:
-        return int(self._view(self.events_table()).version)
+        return int(self.view(self.events_table()).version)
 
     def scope_events(self, scope: str) -> tuple[int, list[Event]]:
         """Every event of a scope, and the table version it was read at (read first: see graph.py)."""
         table = self.events_table()
 
         def read() -> tuple[int, pa.Table]:
-            view = self._view(table)
+            view = self.view(table)
             return view.version, view.to_table(filter=where.scope_is(scope), prefilter=True)
 
         version, rows = self._read(read)
-        return version, [_event_from_row(row) for row in rows.to_pylist()]
+        return version, [event_from_row(row) for row in rows.to_pylist()]
 
     def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
         """Every note of a scope but those `leave_out` names, in one scan without the vectors (None while
@@ -118,17 +118,17 @@ class Search(Handles):
         table = self.notes_table()
         if table is None:
             return None
-        return ScopeRows(self._scan(table, _NOTE_COLUMNS, where.scope_is(scope), with_row_id=True), leave_out)
+        return ScopeRows(self.scan(table, _NOTE_COLUMNS, where.scope_is(scope), with_row_id=True), leave_out)
 
     def tombstone(self, note_id: str) -> Event | None:
         """The `forgets` event of a note, if it was forgotten."""
         clause = where.all_of(where.id_in([note_id], "dst"), where.kind_is(EventKind.FORGETS.value))
-        rows = self._scan(self.events_table(), None, clause, limit=1).to_pylist()
-        return _event_from_row(rows[0]) if rows else None
+        rows = self.scan(self.events_table(), None, clause, limit=1).to_pylist()
+        return event_from_row(rows[0]) if rows else None
 
     def event(self, event_id: str) -> Event | None:
-        rows = self._scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
-        return _event_from_row(rows[0]) if rows else None
+        rows = self.scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
+        return event_from_row(rows[0]) if rows else None
 
     def committed_before(self, version: int, kinds: Iterable[EventKind], dsts: Iterable[str]) -> list[Event] | None:
         """The events of these kinds naming one of `dsts` that were committed before `version` of the
@@ -138,7 +138,7 @@ class Search(Handles):
         clause = where.all_of(where.id_in(dsts, "dst"), where.kind_in(k.value for k in kinds))
 
         def read() -> pa.Table:
-            return self._view(table).checkout_version(version - 1).to_table(filter=clause)
+            return self.view(table).checkout_version(version - 1).to_table(filter=clause)
 
         try:
             rows = read()
@@ -146,7 +146,7 @@ class Search(Handles):
             if not _missing_file(exc):
                 raise
             return None
-        return [_event_from_row(row) for row in rows.to_pylist()]
+        return [event_from_row(row) for row in rows.to_pylist()]
 
     def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[Hit]:
         """The `limit` notes of a scope nearest `vector` by cosine, best first (see `Hit`)."""
@@ -155,7 +155,7 @@ class Search(Handles):
             return []
         query = np.asarray(vector, np.float32)
         nearest: dict[str, Any] = {"column": "vector", "q": query, "k": limit, "metric": "cosine"}
-        exact = self._searched_exactly(table, scope)
+        exact = self.searched_exactly(table, scope)
         if exact:
             nearest["use_index"] = False
         else:
@@ -177,13 +177,13 @@ class Search(Handles):
         """Whether reads by id bring the rows' vectors along (for recall's exact similarities and its
         near-duplicate pass): in a directory that costs about nothing; on an object store it is about a
         request a row, so there they are read apart, for the heads alone (`vectors`)."""
-        return not self._remote
+        return not self.remote
 
     @property
     def _vector_column(self) -> list[str]:
         return ["vector"] if self.reads_vectors_along else []
 
-    def _searched_exactly(self, table: Table, scope: str) -> bool:
+    def searched_exactly(self, table: Table, scope: str) -> bool:
         """Whether a scope's vectors are searched without the index: while there is none, and for a
         scope too small to have earned one, whose rows are scattered over the index's partitions."""
         now = time.monotonic()
@@ -197,7 +197,7 @@ class Search(Handles):
                 return True
         checked, rows = self._scope_rows.get(scope, (-limits.SCOPE_SIZE_TTL, 0))
         if now - checked >= limits.SCOPE_SIZE_TTL:
-            rows = self._read(lambda: self._view(table).count_rows(where.scope_is(scope)))
+            rows = self._read(lambda: self.view(table).count_rows(where.scope_is(scope)))
             self._scope_rows[scope] = (now, rows)
         return rows < limits.VECTOR_INDEX_AT
 
@@ -216,8 +216,8 @@ class Search(Handles):
 
     def count(self) -> dict[str, int]:
         table = self.notes_table()
-        notes = self._view(table).count_rows() if table is not None else 0
-        return {"notes": notes, "events": self._view(self.events_table()).count_rows()}
+        notes = self.view(table).count_rows() if table is not None else 0
+        return {"notes": notes, "events": self.view(self.events_table()).count_rows()}
 
     # -- reading whole scopes: browsing and export (browse.py, transfer.py), not recall ----------
 
@@ -227,8 +227,8 @@ class Search(Handles):
         if table is None:
             return []
         columns = [*_NOTE_COLUMNS, "vector"] if with_vectors else _NOTE_COLUMNS
-        rows = _first_of_each_id(self._scan(table, columns, where.scope_is(scope)).to_pylist())
-        return [(_note_from_row(row), row.get("vector")) for row in rows]
+        rows = _first_of_each_id(self.scan(table, columns, where.scope_is(scope)).to_pylist())
+        return [(note_from_row(row), row.get("vector")) for row in rows]
 
     def scopes(self) -> dict[str, dict[str, Any]]:
         """Each scope with its stored notes and events, the time of its latest note, and the time of its
@@ -236,7 +236,7 @@ class Search(Handles):
         group-by per table, never a query per scope."""
         found: dict[str, dict[str, Any]] = {}
         for name, table in self._tables().items():
-            rows = self._scan(table, ["scope", "recorded_at_us"])
+            rows = self.scan(table, ["scope", "recorded_at_us"])
             grouped = rows.group_by("scope").aggregate([("scope", "count"), ("recorded_at_us", "max")])
             for row in grouped.to_pylist():
                 entry = found.setdefault(

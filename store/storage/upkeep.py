@@ -33,11 +33,12 @@ class Upkeep(Erasure):
         self._writes_since_check = 0
         self._checkers: list[threading.Thread] = []  # threads looking whether upkeep is due, then doing it
         self._checkers_lock = threading.Lock()
-        remote = self._remote
+        remote = self.remote
         self._compact_at = limits.COMPACT_AT_FRAGMENTS_REMOTE if remote else limits.COMPACT_AT_FRAGMENTS
         self._check_every = limits.UPKEEP_CHECK_EVERY_REMOTE if remote else limits.UPKEEP_CHECK_EVERY
 
-    def _wrote(self) -> None:
+    def after_write(self) -> None:
+        """Called after each write: every UPKEEP_CHECK_EVERY writes, a thread looks whether upkeep is due."""
         self._writes_since_check += 1
         if self._writes_since_check >= self._check_every and not self._stopping:
             self._writes_since_check = 0
@@ -66,7 +67,7 @@ class Upkeep(Erasure):
         for name, table in self._tables().items():
             if latest:
                 self._read(partial(self._catch_up, table))
-            if _table_due(name, self._view(table), self._compact_at):
+            if _table_due(name, self.view(table), self._compact_at):
                 due.add(name)
         return due
 
@@ -89,15 +90,15 @@ class Upkeep(Erasure):
             if self._stopping:
                 return False
             try:
-                with self._exclusive(0):
-                    self._erase(tables)  # what a process that forgot and then stopped left
+                with self.upkeep_lock(0):
+                    self.erasure_pass(tables)  # what a process that forgot and then stopped left
                     if only_due:
                         due = self._due(latest=True)
                         if not due:
                             return False
                         tables = {name: table for name, table in tables.items() if name in due}
                     for name, table in tables.items():
-                        _until_committed(partial(self._tidy, name, table, keep_versions_for), limits.UPKEEP_WAIT)
+                        _until_committed(partial(self.tidy, name, table, keep_versions_for), limits.UPKEEP_WAIT)
                     small = [self._lease.table() if self._lease is not None else None, self._erasures_table()]
                     for table in filter(None, small):  # each take of the lease, each pass, left a fragment
                         _tidy_small(table, keep_versions_for)

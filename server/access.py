@@ -1,0 +1,144 @@
+"""What a call may touch, and as whom: the session's scope, the caller's grant and the audit line,
+the actor its writes record, and store work run off the event loop. Every tool, resource and prompt
+goes through these (tools.py, app.py)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+import anyio.to_thread
+from corrigenda.store import Memory
+from corrigenda.store.model import agent_actor, credential_actor
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from . import project, roots
+from .config import Settings
+from .errors import tool_errors
+from .grants import Grant, Grants
+
+log = logging.getLogger(__name__)
+audit = logging.getLogger("corrigenda.audit")  # who read and wrote which scope: never a note's text
+T = TypeVar("T")
+
+
+@dataclass
+class AppContext:
+    """What every call of one server shares: the store, the settings, the credentials' grants (None:
+    every caller is the local user: stdio, or HTTP without credentials) and each session's scope."""
+
+    memory: Memory
+    settings: Settings
+    grants: Grants | None = None
+    session_scopes: WeakKeyDictionary[Any, tuple[str, str]] = field(default_factory=WeakKeyDictionary)
+
+
+def app_of(ctx: Context) -> AppContext:
+    app: AppContext = ctx.request_context.lifespan_context  # type: ignore[assignment]
+    return app
+
+
+async def call(ctx: Context, tool: str, work: Callable[[Memory], T]) -> T:
+    """Run store work off the event loop, with store errors turned into tool errors."""
+    with tool_errors(tool):
+        return await anyio.to_thread.run_sync(partial(work, app_of(ctx).memory))
+
+
+def tool_result(model: BaseModel, text: str) -> CallToolResult:
+    """A tool's result: the text the model reads, and the same as structured content."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json")
+    )
+
+
+async def scope_for(ctx: Context, given: str | None) -> str:
+    """The scope a call names, else the configured one, else the session's project's (project.py)."""
+    if given is not None:
+        return given
+    app = app_of(ctx)
+    if app.settings.scope is not None:
+        return app.settings.scope
+    session = ctx.request_context.session
+    if session not in app.session_scopes:
+        root = await roots.first_root(session) if app.settings.project is None else None
+        with tool_errors("the session's scope"):
+            app.session_scopes[session] = await anyio.to_thread.run_sync(
+                project.resolve, app.settings.project, root, lambda: [c.scope for c in app.memory.scopes()]
+            )
+        log.info("session scope %r, from %s", *app.session_scopes[session])
+    return app.session_scopes[session][0]
+
+
+def forget_session_scope(app: AppContext, session: Any) -> None:
+    """The session's roots changed: its next call resolves its scope again."""
+    app.session_scopes.pop(session, None)
+
+
+def grant_of(ctx: Context) -> Grant | None:
+    """The calling credential's grant (grants.py); None for the local user, who may do anything."""
+    grants = app_of(ctx).grants
+    token = get_access_token()
+    if grants is None or token is None:
+        return None
+    return grants.named(token.client_id) or Grant(token.client_id)  # a name no longer granted: nothing
+
+
+def client_name(ctx: Context) -> str | None:
+    """The connected client's name (e.g. 'claude-ai'), as `model.agent_actor` keeps it: a client cannot
+    pass for a person ('person:…') or for a credential ('… via …')."""
+    try:
+        params = ctx.request_context.session.client_params  # from `initialize`; absent without a handshake
+        if params is None:
+            return None
+    except AttributeError:
+        return None
+    return agent_actor(str(params.client_info.name))
+
+
+def actor_of(ctx: Context) -> str | None:
+    """The actor recorded for what this call writes: the credential's name with the client's beside
+    it ('ada via claude-code'), else the client's name."""
+    grant = grant_of(ctx)
+    return client_name(ctx) if grant is None else credential_actor(grant.name, client_name(ctx))
+
+
+def permit(
+    ctx: Context, scope: str, write: bool, tool: str, target: str | None = None, refuse: type[Exception] = ToolError
+) -> None:
+    """Raise `refuse` naming the scope unless the caller may read (or write) it; log the access to the
+    audit log either way (a credential's calls only: the local user is not audited)."""
+    grant = grant_of(ctx)
+    if grant is None:
+        return
+    what = f"{tool} {target}" if target else tool
+    if not (grant.may_write(scope) if write else grant.may_read(scope)):
+        audit.info("%s refused %s %s (%s)", grant.name, "write" if write else "read", scope, what)
+        raise refuse(
+            f"scope {scope!r}: credential {grant.name!r} may not {'write' if write else 'read'} it "
+            "(the server's grants file); nothing was done"
+        )
+    audit.info("%s %s %s (%s)", grant.name, "wrote" if write else "read", scope, what)
+
+
+async def granted_scope(ctx: Context, given: str | None, tool: str, write: bool = False) -> str:
+    """`scope_for`, once the caller is found to hold a grant for it."""
+    scope = await scope_for(ctx, given)
+    permit(ctx, scope, write, tool)
+    return scope
+
+
+async def permit_ids(ctx: Context, tool: str, ids: list[str], write: bool, refuse: type[Exception] = ToolError) -> None:
+    """`permit` for the scope of each note or event id a call names (looked up only for a credential)."""
+    if grant_of(ctx) is None:
+        return
+    for target in ids:
+        scope = await call(ctx, tool, partial(Memory.scope_of, target_id=target))
+        permit(ctx, scope, write, tool, target, refuse)

@@ -125,8 +125,8 @@ class Indexes:
 
         The partitions are read (Lance's index statistics, which bring every centroid along as JSON: 0.7 s
         of this process's time at 100k notes, half a compaction, while its calls wait: issue 36) only
-        while the table may have outgrown those last read: Lance splits partitions as rows come, and
-        merges none, so until a retraining they only grow."""
+        while the table may have outgrown those last read: Lance splits partitions as rows come, so until
+        a retraining they grow (were Lance to join some, the retraining would only come later)."""
         table.checkout_latest()
         segments = _vector_segments(table.to_lance())
         if not segments:

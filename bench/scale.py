@@ -103,7 +103,7 @@ from corrigenda.store import Draft, Event, EventKind, Memory, Note, SentenceTran
 from corrigenda.store.ids import new_event_id, new_note_id
 from harness import commit, markdown_table, percentile, write_results
 
-SIZES = {"1k": 1_000, "10k": 10_000, "100k": 100_000, "1M": 1_000_000}
+SIZES = {"1k": 1_000, "10k": 10_000, "30k": 30_000, "100k": 100_000, "1M": 1_000_000}
 SCOPES_AT_1M = 1_000
 QUERIES = 60
 CHAIN_SHARE = 0.10  # share of notes that are versions in a correction chain
@@ -807,7 +807,33 @@ class SizeResult:
     load_average: tuple[float, float] = (0.0, 0.0)  # 1-minute load of the machine when the size began and ended
     vs_1k_p50: float | None = None
     profile: dict[str, str] = field(default_factory=dict)
+    after_burst: dict[str, Any] = field(default_factory=dict)  # --burst (issue 36): see measure_burst
     queries: list[QueryRecord] = field(default_factory=list)
+
+
+def interleaved(
+    memory: Memory, plain: PlainHybrid, corpus: Corpus, vectors: Sequence[Sequence[float]], scope: str
+) -> tuple[list[float], list[float], list[Any]]:
+    """Each query through recall and through the plain hybrid search, query by query, alternating which
+    goes first: the seconds of each, and what recall delivered. The embedder must know the vectors."""
+    recall_s, plain_s, delivered = [], [], []
+    for i, (q, v) in enumerate(zip(corpus.queries, vectors, strict=True)):
+        order: list[Callable[[], Any]] = [
+            partial(memory.recall, q.text, scope=scope),
+            partial(plain.hybrid, q.text, v, scope),
+        ]
+        times: list[float] = []
+        outputs: list[Any] = []
+        for call in order if i % 2 == 0 else order[::-1]:
+            started = time.perf_counter()
+            outputs.append(call())
+            times.append(time.perf_counter() - started)
+        if i % 2:
+            times, outputs = times[::-1], outputs[::-1]
+        recall_s.append(times[0])
+        plain_s.append(times[1])
+        delivered.append(outputs[0])
+    return recall_s, plain_s, delivered
 
 
 def measure_recalls(
@@ -826,24 +852,7 @@ def measure_recalls(
         memory.recall(q.text, scope=scope)
         plain.hybrid(q.text, v, scope)
 
-    recall_s, plain_s, delivered = [], [], []
-    for i, (q, v) in enumerate(zip(corpus.queries, vectors, strict=True)):
-        # both query by query, alternating which goes first
-        order: list[Callable[[], Any]] = [
-            partial(memory.recall, q.text, scope=scope),
-            partial(plain.hybrid, q.text, v, scope),
-        ]
-        times: list[float] = []
-        outputs: list[Any] = []
-        for call in order if i % 2 == 0 else order[::-1]:
-            started = time.perf_counter()
-            outputs.append(call())
-            times.append(time.perf_counter() - started)
-        if i % 2:
-            times, outputs = times[::-1], outputs[::-1]
-        recall_s.append(times[0])
-        plain_s.append(times[1])
-        delivered.append(outputs[0])
+    recall_s, plain_s, delivered = interleaved(memory, plain, corpus, vectors, scope)
 
     embedder.known = {}
     with_model_s = []
@@ -961,10 +970,8 @@ def measure_writes(
     """`remember`, `correct` and `link` through the store, each with 3 warm-up calls first."""
     rng = random.Random(seed + ":writes")
     calls = count + 3
-    chained = {i for chain in corpus.chains for i in chain[:-1]}  # versions already replaced
-    current = [i for i in range(len(ids)) if i not in chained]
+    current = current_notes(corpus, ids)  # not versions already replaced
     targets = rng.sample(current, min(len(current), calls))
-    by_name = {a.name: a for a in ATTRIBUTES}
     timings: dict[str, list[float]] = {"remember": [], "correct": [], "link": []}
 
     for _ in range(calls):
@@ -973,25 +980,121 @@ def measure_writes(
         started = time.perf_counter()
         memory.remember(Draft(text=text, subject=f"{attribute.name}:{entity}".lower()), scope=scope, actor=ACTOR)
         timings["remember"].append(time.perf_counter() - started)
+    timings["correct"] = timed_corrections(memory, corpus, ids, targets, rng)
+    timings["link"] = timed_links(memory, ids, new_pairs(corpus, ids, calls, rng))
+    return {name: ms_summary(seconds[3:]) for name, seconds in timings.items()}
+
+
+def current_notes(corpus: Corpus, ids: Sequence[str]) -> list[int]:
+    """The corpus notes no correction chain of the corpus has replaced."""
+    chained = {i for chain in corpus.chains for i in chain[:-1]}
+    return [i for i in range(len(ids)) if i not in chained]
+
+
+def timed_corrections(
+    memory: Memory, corpus: Corpus, ids: Sequence[str], targets: Sequence[int], rng: random.Random
+) -> list[float]:
+    """`correct` (fork: a note may have been corrected already) of each target with a new value; seconds each."""
+    by_name = {a.name: a for a in ATTRIBUTES}
+    seconds = []
     for i in targets:
         note = corpus.notes[i]
         attribute = by_name[note.attribute]
         text = statement(attribute, note.entity, attribute.value(rng), rng)
         started = time.perf_counter()
         memory.correct(ids[i], Draft(text=text), reason="a later value (bench)", actor=ACTOR, fork=True)
-        timings["correct"].append(time.perf_counter() - started)
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def new_pairs(corpus: Corpus, ids: Sequence[str], count: int, rng: random.Random) -> list[tuple[int, int]]:
+    """`count` pairs of notes the corpus has no depends_on edge between, either way."""
     linked = set(corpus.depends)
     pairs: list[tuple[int, int]] = []
-    while len(pairs) < calls:
+    while len(pairs) < count:
         src, dst = rng.sample(range(len(ids)), 2)
         if (src, dst) not in linked and (dst, src) not in linked:
             linked.add((src, dst))
             pairs.append((src, dst))
+    return pairs
+
+
+def timed_links(memory: Memory, ids: Sequence[str], pairs: Sequence[tuple[int, int]]) -> list[float]:
+    """`link` (depends_on) of each pair; seconds each."""
+    seconds = []
     for src, dst in pairs:
         started = time.perf_counter()
         memory.link(ids[src], ids[dst], "depends_on", actor=ACTOR)
-        timings["link"].append(time.perf_counter() - started)
-    return {name: ms_summary(seconds[3:]) for name, seconds in timings.items()}
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def upkeep_state(memory: Memory) -> dict[str, Any]:
+    """What upkeep has left to do: each table's fragments, and its rows outside the `id` index."""
+    state: dict[str, Any] = {"fragments": memory.tables.fragments()}
+    for name, table in (("notes", memory.tables.notes_table()), ("events", memory.tables.events_table())):
+        stats = table.index_stats("id_idx") if table is not None else None
+        state[f"{name}_unindexed_rows"] = stats.num_unindexed_rows if stats is not None else None
+    return state
+
+
+def measure_burst(
+    memory: Memory,
+    embedder: MeteredEmbedder,
+    plain: PlainHybrid,
+    corpus: Corpus,
+    ids: Sequence[str],
+    vectors: Sequence[Sequence[float]],
+    scope: str,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Issue 36: `--burst C,L` corrections then links, back to back (their seconds are the writes
+    counted), then at once the queries, recall and plain interleaved as in `measure_recalls` (no
+    warm-up: the first queries after the writes are the case); then, once `tables.compact()` has
+    settled upkeep (waiting for one under way), the same queries again. The plain table is the
+    settled one throughout: the burst's writes are the store's alone."""
+    corrections, links = args.burst
+    rng = random.Random(scope_seed(args.seed, 0) + ":burst")
+    targets = rng.sample(current_notes(corpus, ids), min(len(ids), corrections))
+    pairs = new_pairs(corpus, ids, links, rng)
+    load = os.getloadavg()[0]
+    gc.collect()
+    correct_s = timed_corrections(memory, corpus, ids, targets, rng)
+    link_s = timed_links(memory, ids, pairs)
+    embedder.known = {q.text: list(v) for q, v in zip(corpus.queries, vectors, strict=True)}
+    recall_s, plain_s, _ = interleaved(memory, plain, corpus, vectors, scope)
+    after: dict[str, Any] = {"upkeep_state": upkeep_state(memory)}
+    if args.profile:
+        after["profile"] = profiled(partial(memory.recall, corpus.queries[0].text, scope=scope), args.profile)
+    started = time.perf_counter()
+    memory.tables.compact()
+    settle_s = time.perf_counter() - started
+    settled_state = upkeep_state(memory)
+    settled_recall_s, settled_plain_s, _ = interleaved(memory, plain, corpus, vectors, scope)
+    embedder.known = {}
+
+    def recalls(recall: Sequence[float], plain_: Sequence[float]) -> dict[str, Any]:
+        summary, plain_summary = ms_summary(recall), ms_summary(plain_)
+        return {
+            "recall": summary,
+            "plain_hybrid": plain_summary,
+            "ratio_p50": summary["p50_ms"] / plain_summary["p50_ms"],
+            "ratio_per_query_median": statistics.median(r / p for r, p in zip(recall, plain_, strict=True)),
+            "recall_ms": [round(1000 * r, 2) for r in recall],  # in order: when the first queries paid
+        }
+
+    return {
+        "corrections": corrections,
+        "links": links,
+        "writes": ms_summary([*correct_s, *link_s]),
+        "correct": ms_summary(correct_s),
+        "link": ms_summary(link_s),
+        "writes_seconds": sum(correct_s) + sum(link_s),
+        "after": recalls(recall_s, plain_s) | after,
+        "settle_seconds": settle_s,
+        "settled": recalls(settled_recall_s, settled_plain_s) | {"upkeep_state": settled_state},
+        "load_average": [load, os.getloadavg()[0]],
+    }
 
 
 def bare_rate(real: SentenceTransformerEmbedder, texts: Sequence[str]) -> float:
@@ -1144,6 +1247,10 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
             partial(memory.remember, draft, scope=scope, actor=ACTOR), args.profile
         )
 
+    if args.burst:
+        print(f"  {label}: a burst of writes, then the queries", file=sys.stderr)
+        result.after_burst = measure_burst(memory, embedder, plain, corpus, ids, vectors, scope, args)
+
     result.load_average = (load_at_start, os.getloadavg()[0])
     result.rss_mib, result.peak_rss_mib = rss_mib()
     result.disk_store_mib = stored_mib(store_uri)
@@ -1243,6 +1350,42 @@ def table(results: Sequence[SizeResult]) -> str:
     return "\n".join(lines)
 
 
+def burst_table(results: Sequence[SizeResult]) -> str:
+    """Issue 36's case (`--burst`): the writes, and the queries right after them and once upkeep settled."""
+    burst = [r for r in results if r.after_burst]
+    if not burst:
+        return "(no --burst in this run)"
+
+    def row(label: str, cell: Callable[[dict[str, Any]], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(r.after_burst) for r in burst) + " |"
+
+    def state(b: dict[str, Any]) -> str:
+        return (f"{b['fragments']['notes']} / {b['fragments']['events']} fragments; "
+                f"{b['notes_unindexed_rows']:,} / {b['events_unindexed_rows']:,} rows")  # fmt: skip
+
+    lines = [
+        "| after a burst of writes | " + " | ".join(f"{r.size} (1 scope)" for r in burst) + " |",
+        "|---|" + "---|" * len(burst),
+        row("writes: corrections, then links (depends_on)", lambda b: f"{b['corrections']:,}, {b['links']:,}"),
+        row("writes p50 / p99 ms (all)", lambda b: _ms(b["writes"])),
+        row("  correct; link p50 / p99 ms", lambda b: f"{_ms(b['correct'])}; {_ms(b['link'])}"),
+        row("right after: recall p50 / p99 ms", lambda b: _ms(b["after"]["recall"])),
+        row("right after: plain hybrid p50 / p99 ms", lambda b: _ms(b["after"]["plain_hybrid"])),
+        row("right after: ratio of p50s (median per query)",
+            lambda b: f"{b['after']['ratio_p50']:.2f} ({b['after']['ratio_per_query_median']:.2f})"),
+        row("right after: notes / events table, fragments; rows outside the id index",
+            lambda b: state(b["after"]["upkeep_state"])),
+        row("upkeep settled (tables.compact()) s", lambda b: f"{b['settle_seconds']:.1f}"),
+        row("settled: recall / plain p50 ms", lambda b: f"{b['settled']['recall']['p50_ms']:.1f} / "
+            f"{b['settled']['plain_hybrid']['p50_ms']:.1f}"),
+        row("settled: ratio of p50s (median per query)",
+            lambda b: f"{b['settled']['ratio_p50']:.2f} ({b['settled']['ratio_per_query_median']:.2f})"),
+        row("machine load average (1 min) at the burst's start / end",
+            lambda b: f"{b['load_average'][0]:.1f} / {b['load_average'][1]:.1f}"),
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Target:
     label: str
@@ -1264,6 +1407,10 @@ TARGETS = (
     Target("1M/1,000 scopes: recall p50 <= 1.5x the 1k store's", "1M", lambda r: r.vs_1k_p50, 1.5, unit="x"),
     *(Target(f"{w} p50 <= 40 ms at 100k", "100k", _write_p50(w), 40, unit=" ms") for w in ("remember", "correct", "link")),
     *(Target(f"ANN recall@20 >= 0.95 at {s}", s, lambda r: r.store_ann_recall, 0.95, at_least=True) for s in SIZES),
+    Target("recall p50 <= 1.3x plain right after a burst of writes at 100k", "100k",
+           lambda r: r.after_burst["after"]["ratio_p50"] if r.after_burst else None, 1.3, unit="x"),
+    Target("burst writes (correct, link) p50 <= 40 ms at 100k", "100k",
+           lambda r: r.after_burst["writes"]["p50_ms"] if r.after_burst else None, 40, unit=" ms"),
 )  # fmt: skip
 
 
@@ -1316,6 +1463,7 @@ def sizes(payload: dict[str, Any]) -> list[SizeResult]:
 TABLES = {
     "main": lambda payload: table(sizes(payload)),
     "targets": lambda payload: targets_table(sizes(payload)),
+    "burst": lambda payload: burst_table(sizes(payload)),
 }
 
 
@@ -1340,10 +1488,15 @@ def report(results: Sequence[SizeResult], args: argparse.Namespace, seconds: flo
         )
         if r.stand_in:
             out.append(f"{r.size}: {r.stand_in}")
+    if any(r.after_burst for r in results):
+        out += ["", "A burst of writes (--burst), then the same queries:", "", burst_table(results)]
     out += ["", "Targets:", targets_table(results)]
     for r in results:
         for call, text in r.profile.items():
             out += ["", f"cProfile of one {call} at {r.size}:", text]
+        burst_profile = r.after_burst.get("after", {}).get("profile")
+        if burst_profile:
+            out += ["", f"cProfile of one recall right after the burst at {r.size}:", burst_profile]
     return "\n".join(out)
 
 
@@ -1365,6 +1518,16 @@ def write_json(path: Path, results: Sequence[SizeResult], args: argparse.Namespa
     write_results(path, payload)
 
 
+def _burst(text: str) -> tuple[int, int]:
+    try:
+        corrections, links = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give corrections,links, e.g. 1000,500") from None
+    if corrections < 1 or links < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least one correction, and no negative count of links")
+    return corrections, links
+
+
 def _torch_threads() -> int:
     import torch
 
@@ -1373,7 +1536,9 @@ def _torch_threads() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--sizes", default="1k,10k,100k,1M", help="comma-separated of 1k,10k,100k,1M (default all)")
+    parser.add_argument(
+        "--sizes", default="1k,10k,100k,1M", help="comma-separated of 1k,10k,30k,100k,1M (default 1k,10k,100k,1M)"
+    )
     parser.add_argument("--quick", action="store_true", help="1k and 10k only")
     parser.add_argument("--seed", type=int, default=8, help="corpus seed (default 8)")
     parser.add_argument("--batch", type=int, default=2000, help="notes per import_notes call (default 2000)")
@@ -1397,6 +1562,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--local-s3", action="store_true",
         help="start a local S3 API for the run (bench/local_s3.py); without --db, use s3://corrigenda-bench/scale",
+    )  # fmt: skip
+    parser.add_argument(
+        "--burst", type=_burst, metavar="C,L",
+        help="after each size's other figures: C corrections and L links back to back, then the queries at "
+        "once, then again once upkeep has settled (issue 36; e.g. 1000,500)",
     )  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every figure and per-query record here")
     args = parser.parse_args(argv)

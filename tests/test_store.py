@@ -23,6 +23,7 @@ from corrigenda.store import (
     where,
 )
 from corrigenda.store.embedder import default_model_path
+from corrigenda.store.ids import new_event_id, new_note_id
 from corrigenda.store.model import Event, EventKind, Note
 from corrigenda.store.recall import RetrievalSettings
 from corrigenda.store.storage import limits
@@ -61,6 +62,42 @@ def test_many_single_writes_are_compacted_in_the_background(memory: Memory) -> N
     assert memory.stats()["notes"] == total
     found = memory.recall("metric number 7 gateway export", scope="metrics", max_chains=3)
     assert any(c.heads[0].text == "Metric number 7 is exported by the gateway" for c in found.chains)
+
+
+def test_a_burst_of_writes_starts_one_look_at_upkeep_at_a_time(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes while a look (or its compaction) is under way start none beside it, so none queue up to
+    compact again after the burst; the first write after it ends looks again."""
+    monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)
+    tables = Tables(db)  # reads the limit when made
+    held, started, running, most = threading.Event(), [], [0], [0]
+    looked = tables.compact_if_due
+
+    def look() -> bool:
+        started.append(threading.current_thread())
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        held.wait(30)
+        running[0] -= 1
+        return looked()
+
+    monkeypatch.setattr(tables, "compact_if_due", look)
+    src, dst = new_note_id(), new_note_id()
+
+    def write() -> None:
+        event = Event(
+            id=new_event_id(), kind=EventKind.DEPENDS_ON, src=src, dst=dst, scope="s", recorded_at=datetime.now(UTC)
+        )
+        tables.add_events([event])
+
+    for _ in range(20):
+        write()
+    assert len(started) == 1 and most[0] == 1
+    held.set()
+    started[0].join(30)
+    write()
+    assert len(started) == 2 and most[0] == 1
+    assert tables.finish_upkeep(30)
+    assert tables.count()["events"] == 21
 
 
 def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:

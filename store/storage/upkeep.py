@@ -38,14 +38,21 @@ class Upkeep(Erasure):
         self._check_every = limits.UPKEEP_CHECK_EVERY_REMOTE if remote else limits.UPKEEP_CHECK_EVERY
 
     def after_write(self) -> None:
-        """Called after each write: every UPKEEP_CHECK_EVERY writes, a thread looks whether upkeep is due."""
+        """Called after each write: every UPKEEP_CHECK_EVERY writes, a thread looks whether upkeep is due,
+        unless one is still at it (looking, waiting for the lock or compacting): then the first write
+        after it ends looks. So a burst of writes leaves at most one look under way, never a queue of
+        compactions that each redo what the one before did."""
         self._writes_since_check += 1
-        if self._writes_since_check >= self._check_every and not self._stopping:
+        if self._writes_since_check < self._check_every or self._stopping:
+            return
+        with self._checkers_lock:
+            self._checkers = [t for t in self._checkers if t.is_alive()]
+            if self._checkers:
+                return
             self._writes_since_check = 0
             thread = threading.Thread(target=self.compact_if_due, name="corrigenda-compact", daemon=True)
-            with self._checkers_lock:
-                self._checkers = [t for t in self._checkers if t.is_alive()] + [thread]
-            thread.start()
+            self._checkers.append(thread)
+        thread.start()
 
     def upkeep_due(self, latest: bool = True) -> bool:
         """Whether a table has enough small fragments, or rows no index covers yet, to compact it,

@@ -611,7 +611,10 @@ class Memory:
         return trace
 
     def reader(self, scope: str, also: Sequence[Note] = ()) -> ScopeReader:
-        """A reader of `scope` for one call (reader.py): what recall and the writes' checks read through."""
+        """A reader of `scope` for one call (reader.py): what recall and the writes' checks read through.
+        It reads the store as this process last caught up with it: an operation (`recall`, a write)
+        catches up first; a caller outside one calls `tables.refresh()` before, if it must see every
+        process's latest writes."""
         return ScopeReader(self.tables, self.graphs, scope, also)
 
     def _load(self, scope: str, at: datetime, around: Sequence[Note]) -> Fold:

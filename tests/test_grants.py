@@ -8,25 +8,19 @@ import logging
 import os
 import re
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
-from corrigenda.server.connections import bounded_server
 from corrigenda.server.grants import GrantsError, digest, parse
-from corrigenda.server.http import mcp_app
 from corrigenda.server.oauth import Refused, metadata_urls
 from corrigenda.store import Draft, Memory
 from corrigenda.store.model import acted_by, agent_actor, credential_actor
 
 from .conftest import call
-from .test_http_security import authorized
+from .test_http_security import authorized, serving
 from .test_processes import CORRIGENDA, _free_port
 from .test_processes import ENV as PROCESS_ENV
 
@@ -69,22 +63,6 @@ def served(db: str, memory: Memory, tmp_path: Path) -> Iterator[Served]:
     settings = Settings(db=db, transport="http", grants=str(grants), token=SHARED, port=_free_port())
     with serving(settings, memory) as url:
         yield Served(url, memory, ids)
-
-
-@contextmanager
-def serving(settings: Settings, memory: Memory) -> Iterator[str]:
-    """The server `settings` describe, over `memory`, listening on loopback in this process: its MCP URL."""
-    web = bounded_server(mcp_app(build_server(settings, lambda _: memory), settings), "127.0.0.1", settings.port)
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    try:
-        while not web.started:
-            assert thread.is_alive(), "the server stopped before it listened"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{settings.port}/mcp"
-    finally:
-        web.should_exit = True
-        thread.join(timeout=60)
 
 
 async def outcome(url: str, token: str, tool: str, **arguments: object) -> str:

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
 
 import anyio
 import httpx2
@@ -25,6 +25,7 @@ from corrigenda.store import Draft, Memory
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from starlette.routing import BaseRoute
 
 from .conftest import call
 from .test_processes import CORRIGENDA, ENV, Running, _free_port, serve_http
@@ -231,15 +232,8 @@ def test_the_web_view_under_ui_keeps_its_own_gate_and_leaves_the_mcp_endpoint_to
 ) -> None:
     memory.remember(Draft(text="The payments service listens on port 9090"), scope="ops")
     settings = Settings(db=db, transport="http", token=TOKEN, port=_free_port())
-    app = mcp_app(build_server(settings, lambda _: memory), settings, [mounted_ui(memory, "ops", settings)])
-    web = bounded_server(app, "127.0.0.1", settings.port)
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    try:
-        while not web.started:
-            assert thread.is_alive(), "the server stopped before it listened"
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{settings.port}"
+    with serving(settings, memory, [mounted_ui(memory, "ops", settings)]) as endpoint:
+        url = endpoint.removesuffix("/mcp")
         with httpx2.Client(base_url=url, trust_env=False, timeout=30) as browser:
             assert browser.get("/ui/").status_code == 401
             assert browser.get("/ui/static/ui.css").status_code == 401
@@ -254,6 +248,21 @@ def test_the_web_view_under_ui_keeps_its_own_gate_and_leaves_the_mcp_endpoint_to
             assert browser.post(f"/mcp?token={TOKEN}", json=INITIALIZE).status_code == 401
         assert post(f"{url}/mcp", {}).status_code == 401
         assert post(f"{url}/mcp", {"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+@contextmanager
+def serving(settings: Settings, memory: Memory, routes: Sequence[BaseRoute] = ()) -> Iterator[str]:
+    """The server `settings` describe, over `memory` (with `routes` beside its endpoint), listening on
+    loopback in this process: its MCP URL."""
+    app = mcp_app(build_server(settings, lambda _: memory), settings, routes)
+    web = bounded_server(app, "127.0.0.1", settings.port)
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    try:
+        while not web.started:
+            assert thread.is_alive(), "the server stopped before it listened"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{settings.port}/mcp"
     finally:
         web.should_exit = True
         thread.join(timeout=60)

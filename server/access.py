@@ -116,16 +116,9 @@ def permit(
     """Raise `refuse` naming the scope unless the caller may read (or write) it; log the access to the
     audit log either way (a credential's calls only: the local user is not audited)."""
     grant = grant_of(ctx)
-    if grant is None:
-        return
-    what = f"{tool} {target}" if target else tool
-    if not (grant.may_write(scope) if write else grant.may_read(scope)):
-        audit.info("%s refused %s %s (%s)", grant.name, "write" if write else "read", scope, what)
-        raise refuse(
-            f"scope {scope!r}: credential {grant.name!r} may not {'write' if write else 'read'} it "
-            "(the server's grants file); nothing was done"
-        )
-    audit.info("%s %s %s (%s)", grant.name, "wrote" if write else "read", scope, what)
+    refusal = grant.refusal(scope, write, f"{tool} {target}" if target else tool) if grant is not None else None
+    if refusal is not None:
+        raise refuse(f"{refusal} (the server's grants file); nothing was done")
 
 
 async def granted_scope(ctx: Context, given: str | None, tool: str, write: bool = False) -> str:

@@ -74,6 +74,15 @@ class Grant:
     def may_write(self, scope: str) -> bool:
         return any(fnmatchcase(scope, p) for p in self.write)
 
+    def refusal(self, scope: str, write: bool, what: str) -> str | None:
+        """None if this credential may read (or write) `scope`, else why not, naming the scope; the access
+        goes to the audit log either way (`what`: the call, never a note's text)."""
+        if self.may_write(scope) if write else self.may_read(scope):
+            log.info("%s %s %s (%s)", self.name, "wrote" if write else "read", scope, what)
+            return None
+        log.info("%s refused %s %s (%s)", self.name, "write" if write else "read", scope, what)
+        return f"scope {scope!r}: credential {self.name!r} may not {'write' if write else 'read'} it"
+
 
 EVERY_SCOPE = ("*",)
 LOCAL_USER = Grant("local", EVERY_SCOPE, EVERY_SCOPE)  # stdio, or HTTP on loopback with no credentials

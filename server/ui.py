@@ -24,7 +24,6 @@ and no framing.
 from __future__ import annotations
 
 import hmac
-import logging
 import secrets
 import sys
 import threading
@@ -79,7 +78,6 @@ DONE = {  # what a page says after a person's write (`?done=`): fixed words, nev
     "forget": "Forgotten: the note is erased.",
 }
 T = TypeVar("T")
-audit = logging.getLogger("corrigenda.audit")  # as app.py's: who read and wrote which scope, never a note's text
 
 
 class Refused(Exception):
@@ -107,12 +105,9 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
     def permit(request: Request, scope: str, write: bool, what: str) -> None:
         """Refused (403, naming the scope) unless the caller's grant allows it; audited either way."""
         grant = grant_of(request)
-        if grant is None:
-            return
-        if not (grant.may_write(scope) if write else grant.may_read(scope)):
-            audit.info("%s refused %s %s (web view %s)", grant.name, "write" if write else "read", scope, what)
-            raise Refused(f"scope {scope!r}: credential {grant.name!r} may not {'write' if write else 'read'} it", 403)
-        audit.info("%s %s %s (web view %s)", grant.name, "wrote" if write else "read", scope, what)
+        refusal = grant.refusal(scope, write, f"web view {what}") if grant is not None else None
+        if refusal is not None:
+            raise Refused(refusal, 403)
 
     def visible(request: Request) -> Callable[[str], bool] | None:
         grant = grant_of(request)

@@ -24,6 +24,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .model import ChainStatus, Note
 from .views import Chain, NoteView
 
@@ -106,35 +108,45 @@ def likely_updates(new: Note, candidates: Sequence[tuple[Note, float | None]]) -
     return found[:MAX_PROPOSALS]
 
 
-def conflict(older: Note, newer: Note) -> Change | None:
+def conflict(older: Note | NoteView, newer: Note | NoteView) -> Change | None:
     """How `newer` looks like a new value of the fact `older` states, or None when it does not."""
-    if older.text.strip() == newer.text.strip():
+    return _conflict(older.text, older.subject, newer.text, newer.subject)
+
+
+@functools.lru_cache(maxsize=16384)  # recall asks again of the notes a query keeps finding
+def _conflict(older: str, older_subject: str | None, newer: str, newer_subject: str | None) -> Change | None:
+    if older.strip() == newer.strip():
         return None
-    if older.subject and newer.subject and older.subject.strip().casefold() == newer.subject.strip().casefold():
-        old_values, new_values = _all_values(older.text), _all_values(newer.text)
+    if older_subject and newer_subject and older_subject.strip().casefold() == newer_subject.strip().casefold():
+        old_values, new_values = _all_values(older), _all_values(newer)
         if old_values != new_values:
-            return Change(old_values - new_values, new_values - old_values, subject=newer.subject)
+            return Change(old_values - new_values, new_values - old_values, subject=newer_subject)
         return None
-    return _statement_change(older.text, newer.text)
+    return _statement_change(older, newer)
+
+
+Frame = tuple[frozenset[str], frozenset[str], frozenset[str]]  # words before, words after, what it counts
 
 
 @dataclass(frozen=True)
 class _Statement:
     text: str
-    tokens: tuple[str, ...]  # lower-cased, values normalised
-    values: frozenset[str]
+    values: frozenset[str]  # lower-cased, normalised
     words: frozenset[str]  # content words, crudely stemmed
+    frames: tuple[tuple[str, Frame], ...]  # each occurrence of a value with its surroundings
 
 
 @functools.lru_cache(maxsize=4096)
 def _statements(text: str) -> tuple[_Statement, ...]:
+    """A text's statements that hold a value and a content word, each analysed once (recall compares
+    every pair of the current heads it found: the work per pair is set arithmetic)."""
     out = []
     for part in _SENTENCE.split(text):
         tokens = [_normal(t) for t in _TOKEN.findall(part.lower())]
         values = frozenset(t for t in tokens if _is_value(t))
         words = frozenset(_stem(t) for t in tokens if not _is_value(t) and len(t) > 2 and t not in _STOP)
         if values and words:
-            out.append(_Statement(part.strip(), tuple(tokens), values, words))
+            out.append(_Statement(part.strip(), values, words, _frames(tokens)))
     return tuple(out)
 
 
@@ -148,27 +160,32 @@ def _statement_change(older: str, newer: str) -> Change | None:
             shared = new.words & old.words
             if len(shared) < MIN_SHARED or len(shared) < MIN_OVERLAP * min(len(new.words), len(old.words)):
                 continue
-            frame = max(_frame_match(a, b) for a in _frames(old, gone) for b in _frames(new, came))
+            frame = max(
+                _frame_match(a, b)
+                for value_a, a in old.frames
+                if value_a in gone
+                for value_b, b in new.frames
+                if value_b in came
+            )
             if frame >= MIN_FRAME and (best is None or frame > best[0]):
                 best = (frame, Change(gone, came, older_statement=old.text, newer_statement=new.text))
     return best[1] if best else None
 
 
-def _frames(statement: _Statement, values: frozenset[str]) -> list[tuple[set[str], set[str], set[str]]]:
-    """The words just before and just after each occurrence of `values` (FRAME tokens each side), and the
-    content words among the COUNTED tokens after it (what the value counts)."""
-    tokens = statement.tokens
+def _frames(tokens: Sequence[str]) -> tuple[tuple[str, Frame], ...]:
+    """Each value among `tokens` with the words just before and just after it (FRAME tokens each side),
+    and the content words among the COUNTED tokens after it (what the value counts)."""
     out = []
     for i, token in enumerate(tokens):
-        if token in values:
-            before = {t for t in tokens[max(0, i - FRAME) : i] if not _is_value(t)}
-            after = {t for t in tokens[i + 1 : i + 1 + FRAME] if not _is_value(t)}
-            counted = {_stem(t) for t in tokens[i + 1 : i + 1 + COUNTED] if _content(t)}
-            out.append((before, after, counted))
-    return out
+        if _is_value(token):
+            before = frozenset(t for t in tokens[max(0, i - FRAME) : i] if not _is_value(t))
+            after = frozenset(t for t in tokens[i + 1 : i + 1 + FRAME] if not _is_value(t))
+            counted = frozenset(_stem(t) for t in tokens[i + 1 : i + 1 + COUNTED] if _content(t))
+            out.append((token, (before, after, counted)))
+    return tuple(out)
 
 
-def _frame_match(a: tuple[set[str], set[str], set[str]], b: tuple[set[str], set[str], set[str]]) -> float:
+def _frame_match(a: Frame, b: Frame) -> float:
     """How alike two values' surroundings are: each word in common on the same side counts 1, a stop word 0.4;
     0 when what the values count differs (each has a content word right after it that the other lacks:
     "17 new postcards" and "17 new stamps")."""
@@ -177,6 +194,7 @@ def _frame_match(a: tuple[set[str], set[str], set[str]], b: tuple[set[str], set[
     return sum(0.4 if w in _STOP else 1.0 for side in (0, 1) for w in a[side] & b[side])
 
 
+@functools.lru_cache(maxsize=4096)
 def _all_values(text: str) -> frozenset[str]:
     return frozenset(t for t in (_normal(t) for t in _TOKEN.findall(text.lower())) if _is_value(t))
 
@@ -192,7 +210,8 @@ def _content(token: str) -> bool:
 
 
 def _is_value(token: str) -> bool:
-    return any(c.isdigit() for c in token)
+    """A token of _TOKEN (normalised) is a value when it starts with a digit or "$": its words hold no digit."""
+    return token[:1].isdigit() or token[:1] == "$"
 
 
 def _stem(word: str) -> str:
@@ -230,29 +249,70 @@ def unlinked_conflicts(chains: Sequence[Chain]) -> dict[str, Outdated]:
     outdated: dict[str, Outdated] = {}
     newest: dict[str, NoteView] = {}
     current = [c for c in chains if c.status is ChainStatus.CURRENT and c.heads]
-    # each chain's heads and what they name, once (not once per pair: 35 chains are 595 pairs)
-    heads = {c.chain_id: {h.id for h in c.heads} for c in current}
-    named = {c.chain_id: _named(c) for c in current}
-    for i, first in enumerate(current):
-        for second in current[i + 1 :]:
-            if named[first.chain_id] & heads[second.chain_id] or named[second.chain_id] & heads[first.chain_id]:
-                continue  # related: the writer said how
-            for a in first.heads:
-                for b in second.heads:
-                    older, newer = (a, b) if a.recorded_at <= b.recorded_at else (b, a)
-                    older_chain, newer_chain = (first, second) if older is a else (second, first)
-                    if older.recorded_at == newer.recorded_at:
-                        continue
-                    change = conflict(older, newer)
-                    if change is None:
-                        continue
-                    known = newest.get(older_chain.chain_id)
-                    if known is None or newer.recorded_at > known.recorded_at:
-                        newest[older_chain.chain_id] = newer
-                        outdated[older_chain.chain_id] = Outdated(
-                            older_chain.chain_id, newer.id, newer_chain.chain_id, change.reason
-                        )
+    heads = [(n, h) for n, c in enumerate(current) for h in c.heads]
+    named = [_named(c) for c in current]
+    ids = [{h.id for h in c.heads} for c in current]
+    pairs = _pairs_that_may_conflict([_Said.of(h) for _, h in heads])
+    for a, b in sorted(pairs, key=lambda p: (heads[p[0]][0], heads[p[1]][0], p)):  # chain by chain, as listed
+        (first, a_note), (second, b_note) = heads[a], heads[b]
+        if first == second or named[first] & ids[second] or named[second] & ids[first]:
+            continue  # one chain, or related: the writer said how
+        older, newer = (a_note, b_note) if a_note.recorded_at <= b_note.recorded_at else (b_note, a_note)
+        older_chain, newer_chain = (
+            (current[first], current[second]) if older is a_note else (current[second], current[first])
+        )
+        if older.recorded_at == newer.recorded_at:
+            continue
+        change = conflict(older, newer)
+        if change is None:
+            continue
+        known = newest.get(older_chain.chain_id)
+        if known is None or newer.recorded_at > known.recorded_at:
+            newest[older_chain.chain_id] = newer
+            outdated[older_chain.chain_id] = Outdated(
+                older_chain.chain_id, newer.id, newer_chain.chain_id, change.reason
+            )
     return outdated
+
+
+def _pairs_that_may_conflict(said: Sequence[_Said]) -> list[tuple[int, int]]:
+    """The pairs (i < j, in order) of notes that share a subject or MIN_SHARED content words: only they can
+    conflict. Found from a matrix of notes by words rather than pair by pair (30 notes are 435 pairs)."""
+    vocabulary: dict[str, int] = {}
+    rows, columns = [], []
+    for i, s in enumerate(said):
+        for word in s.words:
+            rows.append(i)
+            columns.append(vocabulary.setdefault(word, len(vocabulary)))
+    words = np.zeros((len(said), len(vocabulary)), dtype=np.int32)
+    words[rows, columns] = 1
+    may = np.triu(words @ words.T >= MIN_SHARED, k=1)
+    by_subject: dict[str, list[int]] = {}
+    for i, s in enumerate(said):
+        if s.subject is not None:
+            by_subject.setdefault(s.subject, []).append(i)
+    for group in by_subject.values():
+        for x, i in enumerate(group):
+            may[i, group[x + 1 :]] = True
+    return [(int(i), int(j)) for i, j in zip(*np.nonzero(may), strict=True)]
+
+
+@dataclass(frozen=True)
+class _Said:
+    """What `conflict` needs of a note before it looks closer: its subject and its statements' content words."""
+
+    subject: str | None
+    words: frozenset[str]
+
+    @classmethod
+    def of(cls, note: NoteView) -> _Said:
+        subject = note.subject.strip().casefold() if note.subject else None
+        return cls(subject, _statement_words(note.text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _statement_words(text: str) -> frozenset[str]:
+    return frozenset(w for statement in _statements(text) for w in statement.words)
 
 
 def _named(chain: Chain) -> set[str]:

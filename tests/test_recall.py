@@ -3,11 +3,15 @@ why_excluded on each of them. Real LanceDB, real model."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
-from corrigenda.store.views import RecallResult
+from corrigenda.store.model import ChainStatus, NoteState
+from corrigenda.store.updates import conflict, unlinked_conflicts
+from corrigenda.store.views import Chain, NoteView, RecallResult
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 QUERY = "How does CI run the test suite with pytest?"
@@ -329,3 +333,33 @@ def test_notes_linked_by_a_correction_are_not_marked_possibly_outdated(memory: M
     result = memory.recall("How many new postcards have I added to my collection?", budget_tokens=400)
     assert [c.heads[0].id for c in result.chains][:1] == [new.note.id]
     assert all(c.possibly_outdated_by is None for c in result.chains)
+
+
+def test_the_quick_pass_over_current_heads_finds_every_conflict_a_pair_by_pair_comparison_finds() -> None:
+    """unlinked_conflicts looks closer only at heads sharing a subject or content words; on seed 000's notes
+    (with subjects and value changes mixed in) it finds what comparing every pair with `conflict` finds."""
+    data = Path(__file__).parent.parent / "bench" / "data" / "seed000" / "notes.json"
+    texts = [e["text"] for e in json.loads(data.read_text())["timeline"] if e.get("text")][:117]
+    texts += ["The API listens on port 8080.", "She ran 5 miles on it.", "The API listens on port 9090."]
+    texts += ["She ran 7 miles on it."]  # two content words in common: the fewest a conflict has
+    subjects = {0: "db.pool", 7: "DB.pool ", 30: "db.pool"}  # compared case-insensitively, trimmed
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    heads = [
+        NoteView(id=f"n{i:03}", scope="s", text=text, subject=subjects.get(i), recorded_at=start + timedelta(minutes=i),
+                 state=NoteState.ACTIVE)
+        for i, text in enumerate(texts)
+    ]  # fmt: skip
+    found_any = 0
+    for group in (heads[:40], heads[40:80], heads[80:]):  # recall compares the 30 to 40 chains it keeps
+        chains = [
+            Chain(chain_id=h.id, status=ChainStatus.CURRENT, heads=[h], history=[], prerequisites=[]) for h in group
+        ]
+        expected: dict[str, str] = {}  # older note → the newest note that conflicts with it
+        for older in group:
+            for newer in group:  # in time order, so the last found is the newest
+                if newer.recorded_at > older.recorded_at and conflict(older, newer) is not None:
+                    expected[older.id] = newer.id
+        found = {chain_id: o.by for chain_id, o in unlinked_conflicts(chains).items()}
+        assert found == expected
+        found_any += len(found)
+    assert found_any >= 3  # the subject's values, the port and the miles at least

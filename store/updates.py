@@ -144,8 +144,10 @@ def _statements(text: str) -> tuple[_Statement, ...]:
     for part in _SENTENCE.split(text):
         tokens = [_normal(t) for t in _TOKEN.findall(part.lower())]
         values = frozenset(t for t in tokens if _is_value(t))
+        if not values:
+            continue
         words = frozenset(_stem(t) for t in tokens if not _is_value(t) and len(t) > 2 and t not in _STOP)
-        if values and words:
+        if words:
             out.append(_Statement(part.strip(), values, words, _frames(tokens)))
     return tuple(out)
 

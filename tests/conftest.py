@@ -108,8 +108,13 @@ TIERS = {
     "test_oauth.py": "processes",
 }
 SLOW_KINDS = ("install", "bucket", "browser", "processes")
+# Files whose tests share a module or session fixture that is dear to make (a moto server, a built
+# wheel or bundle, an authorization server, a store of generated notes): under pytest-xdist's
+# loadgroup (pyproject.toml) each runs whole on one worker; every other test goes wherever a worker is free.
+SHARED_FIXTURES = ("test_fuzz_tools.py", "test_mcpb.py", "test_oauth.py", "test_object_store.py", "test_packaging.py")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         kind = TIERS.get(item.path.name)
@@ -117,3 +122,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, kind))
         if kind or any(item.get_closest_marker(k) for k in SLOW_KINDS):
             item.add_marker(pytest.mark.slow)
+        if item.path.name in SHARED_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +52,9 @@ _NUMBER_WORDS = {
     "third": "3", "fourth": "4", "fifth": "5", "sixth": "6", "seventh": "7", "eighth": "8", "ninth": "9",
     "tenth": "10",
 }  # fmt: skip
+# Every text a value token can come from holds a digit or a number word standing alone (a superset:
+# what _TOKEN reads as a number word is never inside a longer word).
+_MAY_HOLD_VALUE = re.compile(r"\d|(?<![a-z])(?:" + "|".join(_NUMBER_WORDS) + r")(?![a-z'’])")
 # "one" and "first"/"second" are left out: "a new one", "my first time", "a second" rarely count anything.
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 _STOP_WORDS = """a about above after again against all also am an and any are aren't as at be because been before being
@@ -141,6 +144,8 @@ def _statements(text: str) -> tuple[_Statement, ...]:
     """A text's statements that hold a value and a content word, each analysed once (recall compares
     every pair of the current heads it found: the work per pair is set arithmetic)."""
     out = []
+    if not _MAY_HOLD_VALUE.search(text.lower()):
+        return ()
     for part in _SENTENCE.split(text):
         tokens = [_normal(t) for t in _TOKEN.findall(part.lower())]
         values = frozenset(t for t in tokens if _is_value(t))
@@ -278,17 +283,14 @@ def unlinked_conflicts(chains: Sequence[Chain]) -> dict[str, Outdated]:
 
 
 def _pairs_that_may_conflict(said: Sequence[_Said]) -> list[tuple[int, int]]:
-    """The pairs (i < j, in order) of notes that share a subject or MIN_SHARED content words: only they can
-    conflict. Found from a matrix of notes by words rather than pair by pair (30 notes are 435 pairs)."""
-    vocabulary: dict[str, int] = {}
-    rows, columns = [], []
-    for i, s in enumerate(said):
-        for word in s.words:
-            rows.append(i)
-            columns.append(vocabulary.setdefault(word, len(vocabulary)))
-    words = np.zeros((len(said), len(vocabulary)), dtype=np.int32)
-    words[rows, columns] = 1
-    may = np.triu(words @ words.T >= MIN_SHARED, k=1)
+    """The pairs (i < j, in order) of notes that share a subject, or enough content words and enough of the
+    words around their values to reach MIN_FRAME (each word in common on the same side of a value
+    counts as in `_frame_match`): only they can conflict. Found from two products of matrices of notes
+    by words rather than pair by pair (30 notes are 435 pairs)."""
+    words, _ = _incidence([s.words for s in said])
+    framed, weights = _incidence([s.framed for s in said], lambda w: 0.4 if w[1:] in _STOP else 1.0)
+    may = (words @ words.T >= MIN_SHARED) & ((framed * weights) @ framed.T >= MIN_FRAME - 1e-9)
+    may = np.triu(may, k=1)
     by_subject: dict[str, list[int]] = {}
     for i, s in enumerate(said):
         if s.subject is not None:
@@ -299,22 +301,46 @@ def _pairs_that_may_conflict(said: Sequence[_Said]) -> list[tuple[int, int]]:
     return [(int(i), int(j)) for i, j in zip(*np.nonzero(may), strict=True)]
 
 
+def _incidence(
+    sets: Sequence[frozenset[str]], weight: Callable[[str], float] = lambda _: 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A 0/1 matrix of the sets by the words in them, and each word's weight."""
+    vocabulary: dict[str, int] = {}
+    rows, columns = [], []
+    for i, words in enumerate(sets):
+        for word in words:
+            rows.append(i)
+            columns.append(vocabulary.setdefault(word, len(vocabulary)))
+    matrix = np.zeros((len(sets), len(vocabulary)), dtype=np.float64)
+    matrix[rows, columns] = 1.0
+    return matrix, np.array([weight(w) for w in vocabulary], dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class _Said:
     """What `conflict` needs of a note before it looks closer: its subject and its statements' content words."""
 
     subject: str | None
-    words: frozenset[str]
+    words: frozenset[str]  # its statements' content words
+    framed: frozenset[str]  # the words around its values: "<word" before one, ">word" after one
 
     @classmethod
     def of(cls, note: NoteView) -> _Said:
         subject = note.subject.strip().casefold() if note.subject else None
-        return cls(subject, _statement_words(note.text))
+        return cls(subject, *_statement_words(note.text))
 
 
 @functools.lru_cache(maxsize=4096)
-def _statement_words(text: str) -> frozenset[str]:
-    return frozenset(w for statement in _statements(text) for w in statement.words)
+def _statement_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    statements = _statements(text)
+    framed = {
+        f"{side}{word}"
+        for statement in statements
+        for _, frame in statement.frames
+        for side, words in (("<", frame[0]), (">", frame[1]))
+        for word in words
+    }
+    return frozenset(w for statement in statements for w in statement.words), frozenset(framed)
 
 
 def _named(chain: Chain) -> set[str]:

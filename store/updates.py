@@ -111,7 +111,7 @@ def likely_updates(new: Note, candidates: Sequence[tuple[Note, float | None]]) -
     return found[:MAX_PROPOSALS]
 
 
-def conflict(older: Note | NoteView, newer: Note | NoteView) -> Change | None:
+def conflict(older: Note, newer: Note) -> Change | None:
     """How `newer` looks like a new value of the fact `older` states, or None when it does not."""
     return _conflict(older.text, older.subject, newer.text, newer.subject)
 

@@ -318,7 +318,8 @@ def _incidence(
 
 @dataclass(frozen=True)
 class _Said:
-    """What `conflict` needs of a note before it looks closer: its subject and its statements' content words."""
+    """What `conflict` needs of a note before it looks closer: its subject, its statements' content words
+    and the words around its values."""
 
     subject: str | None
     words: frozenset[str]  # its statements' content words
@@ -332,6 +333,7 @@ class _Said:
 
 @functools.lru_cache(maxsize=4096)
 def _statement_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A text's statements' content words, and the words around their values (tagged by side)."""
     statements = _statements(text)
     framed = {
         f"{side}{word}"

@@ -1141,6 +1141,14 @@ def servers_phase(
                     "during the writes": requests.total(), "per write": round(requests.total() / (servers * writes), 1),
                     **{kind: n for kind, n in requests.most_common() if n},  # by kind (local_s3.kind)
                 }  # fmt: skip
+                cpu = Counter(after.get("cpu_seconds", {}))
+                cpu.subtract(before.get("cpu_seconds", {}))
+                result.extra["keys_per_listing"] = round(
+                    (after.get("listed_keys", 0) - before.get("listed_keys", 0)) / max(1, requests["list"]), 1
+                )
+                result.extra["bucket_server_cpu_ms_per_request"] = {
+                    kind: round(1000 * cpu[kind] / requests[kind], 2) for kind in requests if requests[kind]
+                }
 
     anyio.run(run)
     result.extra["client_closing_errors"] = closing_errors
@@ -1723,6 +1731,10 @@ def servers_table(payload: Mapping[str, Any]) -> str:
         kinds = [(k, n) for k, n in bucket.items() if k not in ("during the writes", "per write")]
         if writes and kinds:
             said += " (" + ", ".join(f"{k} {n / writes:.1f}" for k, n in kinds) + ")"
+    cpu = phase.get("bucket_server_cpu_ms_per_request")
+    if cpu:  # the local S3 API is one Python process: what each kind of request costs it says where its time goes
+        said += "; the S3 server's CPU a request, ms: " + ", ".join(f"{k} {v}" for k, v in cpu.items())
+        said += f"; keys a listing answered: {phase['keys_per_listing']}"
     return f"{said}\n\n{table}"
 
 

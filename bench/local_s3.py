@@ -18,8 +18,11 @@ that makes it behave as S3 does where moto does not, and that can be told to mis
   (store/storage/handles.py), which hides most losses that land before that read.
 - **Lost races.** `refuse_next` conditional writes are answered 412 without being written, as S3
   answers a writer whose version another writer took first.
-- **Counts.** `GET /_gate` answers the gate's counts as JSON (conditional writes, refused ones, and
-  requests by `kind`), for a bench that runs it in another process (no bucket can be named `_gate`).
+- **Counts.** `GET /_gate` answers the gate's counts as JSON (conditional writes, refused ones,
+  requests by `kind`, the CPU seconds its thread spent answering each kind, and the keys listings
+  answered), for a bench that runs it in another process (no bucket can be named `_gate`). moto lists
+  a prefix by walking every key of the bucket and renders each key it answers, so a listing costs
+  it several times a read, and more the more versions a table keeps.
 - **Outages.** `stop()` closes the port (connections are refused) and `start()` opens it again on
   the same port with the same objects.
 - **Only S3.** The gate serves moto's S3 application itself. moto's own server puts a dispatcher in
@@ -99,6 +102,8 @@ class Gate:
         self.refused_writes = 0  # of those, the ones answered 412
         self.refuse_next = 0  # refuse this many more, whatever they are (module docstring)
         self.requests: Counter[str] = Counter()  # kind (KINDS) → requests seen
+        self.cpu: Counter[str] = Counter()  # kind (KINDS) → the S3 server's CPU seconds answering them
+        self.listed = 0  # keys answered to listings
         self._one_at_a_time = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -106,7 +111,18 @@ class Gate:
             start_response("200 OK", [("Content-Type", "application/json")])
             return [json.dumps(self.counts()).encode()]
         method, path, query = environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
-        self.requests[kind(method, path, query)] += 1
+        what = kind(method, path, query)
+        self.requests[what] += 1
+        started = time.thread_time()
+        try:
+            body = b"".join(self._answer(environ, start_response))
+            if what == "list":
+                self.listed += body.count(b"<Key>")
+            return [body]
+        finally:
+            self.cpu[what] += time.thread_time() - started
+
+    def _answer(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if self.access_key is not None:
             signed = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
             if signed is None or signed[1] != self.access_key:
@@ -141,7 +157,7 @@ class Gate:
     def counts(self) -> dict[str, Any]:
         return {
             "conditional_writes": self.conditional_writes, "refused_writes": self.refused_writes,
-            "requests": dict(self.requests),
+            "requests": dict(self.requests), "cpu_seconds": dict(self.cpu), "listed_keys": self.listed,
         }  # fmt: skip
 
 

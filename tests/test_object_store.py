@@ -124,6 +124,26 @@ def test_a_forget_on_a_bucket_answers_at_its_tombstone_and_its_thread_erases_eve
     assert memory.forget(secret.id, reason="asked again").erasure == "done"
 
 
+def test_compaction_on_a_bucket_keeps_the_newest_few_versions_and_every_note(s3: LocalS3, embedder: object) -> None:
+    """Each operation lists a table's versions to find the latest: on a bucket compaction keeps only
+    the newest KEEP_VERSIONS_REMOTE, so that listing stays short."""
+    import lance
+    from corrigenda.store import Draft
+
+    settings = Settings(db=f"s3://{BUCKET}/versions", storage_options=_options(s3))
+    memory = build_memory(settings)
+    memory.embedder = embedder  # type: ignore[assignment]
+    ids = [
+        memory.remember(Draft(text=f"Build machine {i} runs the nightly job {i}"), "default").note.id for i in range(8)
+    ]
+    notes = lance.dataset(f"{settings.db}/notes.lance", storage_options=_options(s3))
+    assert len(notes.versions()) > limits.KEEP_VERSIONS_REMOTE  # a version a write, at least
+    assert memory.tables.compact()
+    kept = lance.dataset(f"{settings.db}/notes.lance", storage_options=_options(s3)).versions()
+    assert len(kept) == limits.KEEP_VERSIONS_REMOTE
+    assert set(build_memory(settings).tables.notes(ids)) == set(ids)  # another server reads every note
+
+
 def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: LocalS3) -> None:
     options = ",".join(f"{k}={v}" for k, v in _options(s3).items())
     out = _cli("stats", "--db", f"s3://{BUCKET}/cli", env={"CORRIGENDA_STORAGE_OPTIONS": options})

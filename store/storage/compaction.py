@@ -52,10 +52,12 @@ class Compaction(Handles):
         """Delete the versions older than `keep_versions_for` or than the newest KEEP_VERSIONS, then
         every file that no remaining version references and that is older than ORPHAN_AGE (a crash's
         leftovers). On an object store, where each pass of Lance's cleanup reads every manifest there
-        is (a request each), one pass: the versions beyond the newest KEEP_VERSIONS, whatever their
-        age (all but the latest when `keep_versions_for` is zero: an erasure)."""
+        is (a request each), one pass: the versions beyond the newest KEEP_VERSIONS_REMOTE, whatever
+        their age (all but the latest when `keep_versions_for` is zero: an erasure)."""
         if self.remote and keep_versions_for > timedelta(0):
-            dataset.cleanup_old_versions(retain_versions=limits.KEEP_VERSIONS, error_if_tagged_old_versions=False)
+            dataset.cleanup_old_versions(
+                retain_versions=limits.KEEP_VERSIONS_REMOTE, error_if_tagged_old_versions=False
+            )
             return  # object stores: Lance's own cleanup collects a crash's leftovers after seven days
         dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
         if keep_versions_for > timedelta(0):  # else only the latest is left (an erasure): nothing more to list

@@ -30,6 +30,13 @@ FRAGMENT_ROWS = {NOTES: 4096, EVENTS: 65536}
 # tables whole, and each version kept keeps its copy.
 KEEP_VERSIONS_FOR = timedelta(seconds=10)
 KEEP_VERSIONS = 20
+# On an object store, compaction keeps this many versions, whatever their age. Finding the latest
+# version is a listing of every version kept there, which each operation makes (a table each) and
+# each commit makes again: the fewer kept, the shorter each listing, and on the three-server bench
+# the local S3 API's listings are what the writes wait for (bench/faults.py --parts servers
+# --local-s3: keys a listing answered). A read that meets a version removed under it reads the
+# latest one (READ_RETRIES).
+KEEP_VERSIONS_REMOTE = 4
 # A file that no version references and is older than this was left by a crash (an append takes
 # milliseconds, an index build minutes): compaction deletes it. Lance on its own waits a week.
 ORPHAN_AGE = timedelta(hours=1)

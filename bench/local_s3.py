@@ -45,7 +45,7 @@ import logging
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -102,7 +102,9 @@ class Gate:
         self.refused_writes = 0  # of those, the ones answered 412
         self.refuse_next = 0  # refuse this many more, whatever they are (module docstring)
         self.requests: Counter[str] = Counter()  # kind (KINDS) → requests seen
-        self.cpu: Counter[str] = Counter()  # kind (KINDS) → the S3 server's CPU seconds answering them
+        self.cpu: defaultdict[str, float] = defaultdict(
+            float
+        )  # kind (KINDS) → the S3 server's CPU seconds answering them
         self.listed = 0  # keys answered to listings
         self._one_at_a_time = threading.Lock()
 

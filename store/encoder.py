@@ -87,9 +87,11 @@ class MeanPooledBert:
         self.unk_token_id = self.tokenizer.token_to_id("[UNK]")
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        """Unit-length vectors of `texts`, in batches of BATCH texts of like length (as sentence-transformers
-        makes them: longest first, so each batch pads little)."""
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        """Unit-length vectors of `texts`, in batches of BATCH texts of like length, longest first, made as
+        sentence-transformers makes them (the same sort), so that each text is padded as it would be there."""
+        import numpy as np
+
+        order = [int(i) for i in np.argsort([-len(t) for t in texts])]
         vectors: list[list[float]] = [[] for _ in texts]
         for start in range(0, len(order), BATCH):
             chunk = order[start : start + BATCH]
@@ -107,7 +109,8 @@ class MeanPooledBert:
             hidden = self._forward(ids, mask)
             weights = mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-            unit = torch.nn.functional.normalize(pooled, p=2, dim=1)
+            unit = torch.nn.functional.normalize(pooled, p=2, dim=1)  # the model's Normalize module
+            unit = torch.nn.functional.normalize(unit, p=2, dim=1)  # and encode(normalize_embeddings=True) again
         return [[float(x) for x in row] for row in unit.tolist()]
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -118,11 +121,14 @@ class MeanPooledBert:
         w = self._weights
         width = self.dimension
         positions = torch.arange(ids.shape[1])
-        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][positions]
-        x = x + w["embeddings.token_type_embeddings.weight"][0]  # one segment: type 0 throughout
+        # in transformers' order (float sums depend on it): words, then segment (type 0 throughout), then positions
+        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
+        x = x + w["embeddings.position_embeddings.weight"][positions]
         x = F.layer_norm(x, (width,), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self._eps)
-        attend = mask.bool()[:, None, None, :]  # every query may look at every token but the padding
+        # every query may look at every token but the padding; no mask at all when nothing is padded (as in
+        # transformers, whose choice of attention kernel the last digits of each vector follow)
         batch, length = ids.shape
+        attend = None if bool(mask.all()) else mask.bool()[:, None, None, :].expand(batch, 1, length, length)
         head = width // self._heads
         for n in range(self._layers):
             p = f"encoder.layer.{n}."

@@ -1,4 +1,5 @@
-"""The default model run on torch alone (store/encoder.py) gives sentence-transformers' own vectors, starts
+"""The default model run on torch alone (store/encoder.py) gives sentence-transformers' own vectors, bit for bit,
+starts
 without importing it, and says which texts it cannot read whatever ran before."""
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def test_the_default_model_run_on_torch_alone_gives_sentence_transformers_vector
     ours = np.array(MeanPooledBert(path).encode(texts))
     theirs = SentenceTransformer(path, device="cpu").encode(texts, normalize_embeddings=True)
     assert ours.shape == theirs.shape == (len(texts), 384)
-    assert np.abs(ours - theirs).max() < 1e-5
+    assert np.array_equal(ours, theirs)  # the same arithmetic in the same order: the same floats
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     one_by_one = np.array([MeanPooledBert(path).encode([t])[0] for t in TEXTS])
     assert np.abs(one_by_one - ours[: len(TEXTS)]).max() < 1e-5  # a text's vector does not depend on its batch

@@ -2,13 +2,14 @@
 on torch alone.
 
 Importing sentence-transformers imports transformers, scikit-learn and SciPy, and transformers'
-modelling code imports much of torch's compiler and distributed packages: about 5 s of a process's
-start that the model itself does not need (it loads in a tenth of a second). So a model directory of
-that shape (the default all-MiniLM-L6-v2 is one) is run here from its own files: the tokenizer from
-`tokenizer.json` (the `tokenizers` package, which transformers uses for it too) and the weights from
-`model.safetensors`, through the same arithmetic as transformers' `BertModel` and sentence-transformers'
-`Pooling` and `Normalize`. tests/test_embedder.py checks that the vectors are sentence-transformers' own.
-A model of another shape is left to sentence-transformers (`fits`).
+modelling code imports much of torch's compiler and distributed packages: seconds of a process's
+start, and memory, that the model itself does not need (it loads in a tenth of a second;
+bench/startup.py measures a server's start). So a model directory of that shape (the default
+all-MiniLM-L6-v2 is one) is run here from its own files: the tokenizer from `tokenizer.json` (the
+`tokenizers` package, which transformers uses for it too) and the weights from `model.safetensors`,
+through the same arithmetic as transformers' `BertModel` and sentence-transformers' `Pooling` and
+`Normalize`, in the same order: tests/test_embedder.py checks that the vectors are sentence-transformers'
+own, bit for bit. A model of another shape is left to sentence-transformers (`fits`).
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ def fits(path: str) -> bool:
 
 
 class MeanPooledBert:
-    """The model at `path` (see `fits`): `encode` gives unit-length vectors, `tokenizer` the model's
-    tokenizer as its file sets it up, for a look at its tokens (`SentenceTransformerEmbedder.readable`)."""
+    """The model at `path` (see `fits`): `encode` gives unit-length vectors; `tokenizer` is the model's
+    tokenizer set to neither cut nor pad, for a look at a whole text's tokens (`SentenceTransformerEmbedder.readable`)."""
 
     def __init__(self, path: str) -> None:
         from safetensors.torch import load_file

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
-from corrigenda.store import CorrigendaError, Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store import CorrigendaError, Memory
 from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from . import http, mcp_app, render, schemas
 from .access import AppContext, app_of, forget_session_scope, granted_scope, permit, permit_ids
-from .config import Settings, package_version
+from .config import Settings, build_memory, package_version
 from .errors import invalid_arguments
 from .grants import Grants
 from .grants import load as load_grants
@@ -99,15 +99,6 @@ LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.IN
 # How long a stopping server waits for the erasures its forgets left under way (object storage) and
 # for a compaction it is running.
 SHUTDOWN_WAIT = 60.0
-
-
-def build_memory(settings: Settings) -> Memory:
-    return Memory(
-        settings.db,
-        SentenceTransformerEmbedder(settings.model),
-        settings=RetrievalSettings(min_similarity=settings.min_similarity),
-        storage_options=settings.storage_options,
-    )
 
 
 class CorrigendaServer(MCPServer[AppContext]):

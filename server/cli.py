@@ -304,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from corrigenda.store import CorrigendaError
 
     from . import render
-    from .app import build_memory
+    from .config import build_memory
 
     memory = build_memory(settings)
     if args.command == "ui":
@@ -437,7 +437,8 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     from corrigenda.store.tables import Tables
 
     from . import grants
-    from .app import build_memory, build_server
+    from .app import build_server
+    from .config import build_memory
     from .grants import GrantsError
     from .http import RefusedToListen, netloc, refuse_exposure_without_token, serve_http
     from .stdio import serve_stdio

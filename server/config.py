@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 from corrigenda.store.errors import InvalidArgument
@@ -13,6 +13,9 @@ from platformdirs import user_data_dir
 from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from corrigenda.store import Memory
 
 
 def package_version() -> str:
@@ -227,3 +230,16 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()] or None
         return value
+
+
+def build_memory(settings: Settings) -> Memory:
+    """The store and model the settings name: what a server serves and what a CLI command reads or writes.
+    Here rather than in app.py, which imports the MCP SDK (0.6 s) that a CLI command does not need."""
+    from corrigenda.store import Memory, RetrievalSettings, SentenceTransformerEmbedder
+
+    return Memory(
+        settings.db,
+        SentenceTransformerEmbedder(settings.model),
+        settings=RetrievalSettings(min_similarity=settings.min_similarity),
+        storage_options=settings.storage_options,
+    )

@@ -43,6 +43,34 @@ def test_recall_and_show_print_chains(db: str, memory: Memory) -> None:
     assert missing.returncode == 2 and "n_00000000000000000000000000" in missing.stderr
 
 
+def test_cli_commands_do_not_import_the_mcp_sdk_nor_sentence_transformers(db: str, memory: Memory) -> None:
+    """A command a person types pays only for what it uses: no server (the MCP SDK), and the model on
+    torch alone (store/encoder.py)."""
+    memory.remember(Draft(text="the service listens on 9090"))
+    script = (
+        "import sys\n"
+        "from corrigenda.server.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "loaded = [m for m in ('mcp', 'sentence_transformers', 'transformers') if m in sys.modules]\n"
+        "print('loaded:', *loaded, file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    for args in (
+        ["scopes", "--db", db],
+        ["recall", "which port?", "--db", db],
+        ["remember", "deploys run on Tuesdays", "--db", db],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tempfile.gettempdir(),
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == "loaded:", (args, done.stderr)
+
+
 def test_a_read_command_on_a_missing_store_is_an_error_and_makes_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-store"
     for command in (["recall", "anything"], ["stats"], ["list"], ["scopes"], ["changes", "--since", "1d"]):

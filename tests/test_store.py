@@ -416,7 +416,10 @@ def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_t
     # by Lance past its partition size: about √420 (20), within three times: Lance's k-means samples at
     # random and splits partitions past its size, and a CI run got 43 partitions (the failure this
     # guards against is Lance's own shape, a handful of partitions for the whole table, or one a row)
-    assert 16 <= grown <= 61 and segments == 1
+    assert 16 <= grown <= 61 and segments <= limits.VECTOR_SEGMENTS
+    # one segment once trained again, unless Lance's splits already gave it the partitions 420 rows
+    # want (the retraining rule, store/storage/indexes.py; a CI run got 24 partitions in 2 segments)
+    assert segments == 1 or limits.VECTOR_RETRAIN_GROWTH * grown**2 > 420
     vector = memory.embedder.embed(["which host serves the billing export?"])[0]
     found = memory.tables.vector_search(vector, "s", None, 20)
     assert len(found) == 20 and {n.scope for n in memory.tables.notes(h.id for h in found).values()} == {"s"}

@@ -40,6 +40,7 @@ MIN_OVERLAP = 0.3
 FRAME = 3
 COUNTED = 2
 MIN_FRAME = 2.8
+END = "</s>"  # what follows a value that ends its statement (`_frames`)
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+|\s[-–—]+\s|:\s")
 _TOKEN = re.compile(r"\$?\d[\d,]*(?:[.:/-]\d+)*[a-z%]*|[a-z][a-z'’]*")
@@ -180,13 +181,15 @@ def _statement_change(older: str, newer: str) -> Change | None:
 
 
 def _frames(tokens: Sequence[str]) -> tuple[tuple[str, Frame], ...]:
-    """Each value among `tokens` with the words just before and just after it (FRAME tokens each side),
-    and the content words among the COUNTED tokens after it (what the value counts)."""
+    """Each value among `tokens` with the words just before and just after it (FRAME tokens each side;
+    a value that ends its statement has END after it, which counts as a word in common with another
+    that ends its own: "listens on port 8080." / "listens on port 9090."), and the content words among
+    the COUNTED tokens after it (what the value counts)."""
     out = []
     for i, token in enumerate(tokens):
         if _is_value(token):
             before = frozenset(t for t in tokens[max(0, i - FRAME) : i] if not _is_value(t))
-            after = frozenset(t for t in tokens[i + 1 : i + 1 + FRAME] if not _is_value(t))
+            after = frozenset(t for t in tokens[i + 1 : i + 1 + FRAME] if not _is_value(t)) or frozenset({END})
             counted = frozenset(_stem(t) for t in tokens[i + 1 : i + 1 + COUNTED] if _content(t))
             out.append((token, (before, after, counted)))
     return tuple(out)

@@ -327,6 +327,19 @@ def test_recall_marks_the_older_of_two_unlinked_conflicting_current_notes_and_pu
     assert [h.id for h in memory.history(old.id).chain.heads] == [old.id]
 
 
+def test_a_value_that_ends_its_sentence_is_an_update_when_the_same_words_lead_to_it(memory: Memory) -> None:
+    """ "listens on port 8080." → "listens on port 9090.": nothing follows either value, which counts as a
+    word in common on that side; a value in another sentence's words is not an update."""
+    old = memory.remember(Draft(text="The payments API listens on port 8080.", at=T0)).note
+    other = memory.remember(Draft(text="The payments team meets on floor 4.", at=T0 + timedelta(hours=1))).note
+    new = memory.remember(Draft(text="The payments API listens on port 9090.", at=T0 + timedelta(days=1)))
+    assert [p.note.id for p in new.likely_updates] == [old.id]
+    assert "8080 → 9090" in new.likely_updates[0].reason
+    chains = {c.heads[0].id: c for c in memory.recall("Which port does the payments API listen on?").chains}
+    assert chains[old.id].possibly_outdated_by == new.note.id
+    assert other.id not in chains or chains[other.id].possibly_outdated_by is None
+
+
 def test_notes_linked_by_a_correction_are_not_marked_possibly_outdated(memory: Memory) -> None:
     old = memory.remember(Draft(text="I have added 17 new postcards to my collection so far.", at=T0)).note
     new = memory.correct(old.id, Draft(text="I have added 25 new postcards to my collection so far."), reason="more")

@@ -201,7 +201,12 @@ def _frame_match(a: Frame, b: Frame) -> float:
     "17 new postcards" and "17 new stamps")."""
     if (a[2] - b[2]) and (b[2] - a[2]):
         return 0.0
-    return sum(0.4 if w in _STOP else 1.0 for side in (0, 1) for w in a[side] & b[side])
+    return sum(_frame_weight(w) for side in (0, 1) for w in a[side] & b[side])
+
+
+def _frame_weight(word: str) -> float:
+    """What a word in common beside two values counts: a stop word less than a content word."""
+    return 0.4 if word in _STOP else 1.0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -291,7 +296,7 @@ def _pairs_that_may_conflict(said: Sequence[_Said]) -> list[tuple[int, int]]:
     counts as in `_frame_match`): only they can conflict. Found from two products of matrices of notes
     by words rather than pair by pair (30 notes are 435 pairs)."""
     words, _ = _incidence([s.words for s in said])
-    framed, weights = _incidence([s.framed for s in said], lambda w: 0.4 if w[1:] in _STOP else 1.0)
+    framed, weights = _incidence([s.framed for s in said], lambda w: _frame_weight(w[1:]))  # w: side + word
     may = (words @ words.T >= MIN_SHARED) & ((framed * weights) @ framed.T >= MIN_FRAME - 1e-9)
     may = np.triu(may, k=1)
     by_subject: dict[str, list[int]] = {}

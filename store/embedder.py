@@ -69,7 +69,7 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str | None = None, device: str = "cpu") -> None:
         self.name = model or DEFAULT_MODEL
         self._device = device
-        self._model: SentenceTransformer | MeanPooledBert | None = None
+        self._model: _Model | None = None
         self._lock = threading.Lock()
 
     def warm(self) -> threading.Thread:
@@ -77,7 +77,7 @@ class SentenceTransformerEmbedder:
         thread.start()
         return thread
 
-    def _load(self) -> SentenceTransformer | MeanPooledBert:
+    def _load(self) -> _Model:
         with self._lock:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a hub
@@ -97,54 +97,73 @@ class SentenceTransformerEmbedder:
     @property
     def runs_on(self) -> str:
         """What runs the model: "torch" (encoder.py) or "sentence-transformers"."""
-        return "torch" if isinstance(self._load(), MeanPooledBert) else "sentence-transformers"
+        return self._load().runs_on
 
     @property
     def dimension(self) -> int:
-        model = self._load()
-        if isinstance(model, MeanPooledBert):
-            return model.dimension
-        dim = model.get_sentence_embedding_dimension()
-        assert dim is not None
-        return int(dim)
+        return self._load().dimension
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        model = self._load()
-        if isinstance(model, MeanPooledBert):
-            return model.encode(texts)
-        vectors = model.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
-        return [[float(x) for x in v] for v in vectors]
+        return self._load().encode(texts)
 
     def readable(self, text: str) -> bool:
         model = self._load()
-        if isinstance(model, MeanPooledBert):
-            ids = model.tokenizer.encode(text, add_special_tokens=False).ids
-            unknown_id = model.unk_token_id
-        else:
-            # A fast tokenizer's own encoder, for one text (the wrapper's call encodes it as a batch, on a
-            # thread pool), on a copy of it with neither truncation nor padding: the wrapper sets both on
-            # the tokenizer it holds before each batch, and a fresh one pads every text to 128 tokens.
-            tokenizer = model.tokenizer
-            backend = getattr(tokenizer, "backend_tokenizer", None)
-            if backend is not None:
-                ids = _bare(backend).encode(text, add_special_tokens=False).ids
-            else:
-                ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-            unknown_id = tokenizer.unk_token_id
+        ids = model.token_ids(text)
         if not ids:
             return False
-        unknown = sum(1 for i in ids if i == unknown_id)
+        unknown = sum(1 for i in ids if i == model.unk_token_id)
         return unknown / len(ids) <= MAX_UNKNOWN_SHARE
 
 
-def _open(path: str, device: str) -> SentenceTransformer | MeanPooledBert:
+class _Model(Protocol):
+    """What the embedder asks of a loaded model (MeanPooledBert, or `_SentenceTransformer` around the library's)."""
+
+    runs_on: str
+    dimension: int
+    unk_token_id: int | None
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def token_ids(self, text: str) -> list[int]:
+        """The model's tokens of the whole of `text`, without special tokens, neither cut nor padded."""
+        ...
+
+
+class _SentenceTransformer:
+    """A model sentence-transformers runs, seen as a `_Model`."""
+
+    runs_on = "sentence-transformers"
+
+    def __init__(self, model: SentenceTransformer) -> None:
+        self._model = model
+        dimension = model.get_sentence_embedding_dimension()
+        assert dimension is not None
+        self.dimension = int(dimension)
+        self.unk_token_id = model.tokenizer.unk_token_id
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = self._model.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+        return [[float(x) for x in v] for v in vectors]
+
+    def token_ids(self, text: str) -> list[int]:
+        # A fast tokenizer's own encoder, for one text (the wrapper's call encodes it as a batch, on a
+        # thread pool), on a copy of it with neither truncation nor padding: the wrapper sets both on
+        # the tokenizer it holds before each batch, and a fresh one pads every text to 128 tokens.
+        tokenizer = self._model.tokenizer
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            return list(_bare(backend).encode(text, add_special_tokens=False).ids)
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _open(path: str, device: str) -> _Model:
     if device == "cpu" and os.path.isdir(path) and encoder.fits(path):
         return MeanPooledBert(path)
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # stderr is for our logs
-    return SentenceTransformer(path, device=device)
+    return _SentenceTransformer(SentenceTransformer(path, device=device))
 
 
 @functools.lru_cache(maxsize=4)

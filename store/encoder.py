@@ -62,8 +62,10 @@ def fits(path: str) -> bool:
 
 
 class MeanPooledBert:
-    """The model at `path` (see `fits`): `encode` gives unit-length vectors; `tokenizer` is the model's
-    tokenizer set to neither cut nor pad, for a look at a whole text's tokens (`SentenceTransformerEmbedder.readable`)."""
+    """The model at `path` (see `fits`): `encode` gives unit-length vectors; `token_ids` a whole text's
+    tokens (`SentenceTransformerEmbedder.readable`)."""
+
+    runs_on = "torch"
 
     def __init__(self, path: str) -> None:
         from safetensors.torch import load_file
@@ -86,6 +88,10 @@ class MeanPooledBert:
         pad_id = int(config.get("pad_token_id", 0))
         self._batches.enable_padding(pad_id=pad_id, pad_token=self.tokenizer.id_to_token(pad_id) or "[PAD]")
         self.unk_token_id = self.tokenizer.token_to_id("[UNK]")
+
+    def token_ids(self, text: str) -> list[int]:
+        """The model's tokens of the whole of `text`, without special tokens, neither cut nor padded."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit-length vectors of `texts`, in batches of BATCH texts of like length, longest first, made as

@@ -5,7 +5,9 @@ event with its adjacency, tagged with the table version it reflects. Each call a
 for its version (well under a millisecond, and it sees other processes' commits):
 - unchanged: the graph is reused as it is;
 - the next version, made by this process's own append: the appended events are added in memory;
-- anything else (another process wrote, compaction, forget): that scope's events are read again.
+- versions that only appended (another process wrote), compacted or updated an index: the events
+  they appended to the scope are read, and added (`Tables.events_since`);
+- anything else (a forget, or far behind): that scope's events are read again.
 
 Beside the graphs, the notes are kept: a note's row never changes once written. A scope's notes are
 read in one scan (without their vectors) the first time a call needs some of them, and kept as one
@@ -75,12 +77,17 @@ class ScopeGraph:
         target = self.events.get(event_id)
         return target.dst if target is not None else None
 
+    def all_events(self) -> list[Event]:
+        """Every event, as a list taken at once: the graph may grow meanwhile on another thread (an
+        append of this process, or what another process appended: `Graphs`)."""
+        return list(self.events.values())
+
     def reachable(self, start: Iterable[str]) -> set[str]:
         """Note ids a recall of `start` may deliver: their chains, prerequisites, and theirs."""
         seen = set(start)
         frontier = list(seen)
         while frontier:
-            for nxt in self.neighbours.get(frontier.pop(), ()):
+            for nxt in tuple(self.neighbours.get(frontier.pop(), ())):  # taken at once: see all_events
                 if nxt not in seen:
                     seen.add(nxt)
                     frontier.append(nxt)
@@ -166,9 +173,15 @@ class Graphs:
         version: Callable[[], int],
         read: Callable[[str], tuple[int, list[Event]]],
         scan: Callable[[str, Collection[str]], ScopeRows | None],
+        since: Callable[[int, str], tuple[int, list[Event]] | None] = lambda version, scope: None,
+        catch_up_from: int = 0,
     ) -> None:
         self._version = version  # the events table's latest version
-        self._read = read  # a scope's events, with the version they were read at
+        # A scope's events, with the version they were read at; and those the versions after one
+        # appended (None: read the scope again). Tests wrap both to count the reads.
+        self.read_scope = read
+        self.read_since = since
+        self._catch_up_from = catch_up_from  # a graph of fewer events is read again whole
         # A scope's notes but those named, in one scan (Tables.scope_rows): the one read of a whole scope,
         # which tests wrap to count the scans.
         self.scan_scope = scan
@@ -191,7 +204,11 @@ class Graphs:
             graph = self._graphs.get(scope)
             if graph is not None and graph.version == self._version():
                 return graph, graph.version
-        version, events = self._read(scope)
+        if graph is not None and len(graph.events) >= self._catch_up_from:
+            caught_up = self._catch_up(graph)
+            if caught_up is not None:
+                return graph, caught_up
+        version, events = self.read_scope(scope)
         fresh = ScopeGraph(scope, version)
         fresh.add(events)
         self._let_go(events)
@@ -200,6 +217,22 @@ class Graphs:
             if current is None or current.version <= version:
                 self._graphs[scope] = fresh
         return fresh, version
+
+    def _catch_up(self, graph: ScopeGraph) -> int | None:
+        """Add to `graph` the events the versions since its own appended to its scope, if they can be
+        told from the rest (`read_since`); the version it then holds, or None."""
+        read_at = graph.version
+        since = self.read_since(read_at, graph.scope)
+        if since is None:
+            return None
+        version, events = since
+        with self._lock:
+            if graph.version != read_at or self._graphs.get(graph.scope) is not graph:
+                return None  # moved on meanwhile (another thread): read the scope again
+            graph.add(events)
+            graph.version = version
+        self._let_go(events)
+        return version
 
     def notes_of(
         self, scope: str, ids: Iterable[str], read: Callable[[list[str]], Mapping[str, Note]]
@@ -250,7 +283,7 @@ class Graphs:
                 self._rows.move_to_end(scope)
                 return self._rows[scope]
         graph = self.get(scope)  # its tombstones: a forgotten note whose row is not erased yet is left out
-        forgotten = {e.dst for e in graph.events.values() if e.kind is EventKind.FORGETS}
+        forgotten = {e.dst for e in graph.all_events() if e.kind is EventKind.FORGETS}
         rows = self.scan_scope(scope, forgotten)
         if rows is None:
             return None  # no notes yet: scanned again at the next call

@@ -123,7 +123,10 @@ class Memory:
         storage_options: dict[str, str] | None = None,
     ) -> None:
         self.tables = Tables(uri, storage_options)
-        self.graphs = Graphs(self.tables.events_version, self.tables.scope_events, self.tables.scope_rows)
+        self.graphs = Graphs(
+            self.tables.events_version, self.tables.scope_events, self.tables.scope_rows, self.tables.events_since,
+            catch_up_from=self.tables.catch_up_from,
+        )  # fmt: skip
         self.embedder = embedder or SentenceTransformerEmbedder()
         self.clock = clock
         self.settings = settings or RetrievalSettings()
@@ -709,7 +712,7 @@ class Memory:
         kinds = [EventKind.FORGETS, *([EventKind.SUPERSEDES] if corrected else [])]
         raced = self.tables.committed_before(mine, kinds, named)
         if raced is None:  # that version is gone: what is there now, corrections ordered by their own times
-            raced = [e for e in self.graphs.get(written[0].scope).events.values() if e.dst in named and (
+            raced = [e for e in self.graphs.get(written[0].scope).all_events() if e.dst in named and (
                 e.kind is EventKind.FORGETS or (e.kind is EventKind.SUPERSEDES and e.dst == corrected
                 and note is not None and (e.recorded_at, e.id) < (note.recorded_at, note.id)))]  # fmt: skip
         forgotten = {e.dst for e in raced if e.kind is EventKind.FORGETS}
@@ -855,7 +858,7 @@ class Memory:
         graph = self.graphs.get(scope)  # after the notes were read (graph.py)
         if not notes and not graph.events:
             self._unknown_scope(scope)
-        folded = fold(notes, graph.events.values(), _utc(as_of) or self.clock())
+        folded = fold(notes, graph.all_events(), _utc(as_of) or self.clock())
         return browse.list_notes(folded, scope, state, offset, limit, _utc(as_of))
 
     @_operation
@@ -870,7 +873,7 @@ class Memory:
         graph = self.graphs.get(scope)
         if not graph.events and scope not in self.tables.scopes():
             self._unknown_scope(scope)
-        listed = browse.changed_since(graph.events.values(), since_utc)
+        listed = browse.changed_since(graph.all_events(), since_utc)
         named: set[str] = set()
         for e in listed:
             if e.kind is not EventKind.FORGETS:

@@ -507,3 +507,44 @@ def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
     assert recall_without_kept_notes("big") == {n.id for n in big} and scans[-1] == "big" and by_id == []
     assert recall_without_kept_notes("big") == {n.id for n in big} and scans.count("big") == 1
     assert sorted(by_id) == sorted(n.id for n in big)
+
+
+def test_another_process_s_writes_are_read_as_what_they_appended_and_a_compaction_adds_nothing_to_read(
+    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """graph.py: a graph behind the events table reads only what the versions since appended to its
+    scope; a compaction and its index upkeep add nothing to read; a forget has the scope read whole."""
+    reader, writer = Memory(db, embedder), Memory(db, embedder)  # as two server processes
+    old = writer.remember(Draft(text="The deploy window is Tuesday 10:00")).note
+    other = writer.remember(Draft(text="Builds run on the arm64 pool")).note
+    writer.link(other.id, old.id, "depends_on")
+    assert reader.recall("when is the deploy window?").chains[0].heads[0].id == old.id
+    whole: list[str] = []
+    since: list[list[str] | None] = []
+    read_scope, read_since = reader.graphs.read_scope, reader.graphs.read_since
+
+    def scope_read(scope: str) -> Any:
+        whole.append(scope)
+        return read_scope(scope)
+
+    def since_read(version: int, scope: str) -> Any:
+        found = read_since(version, scope)
+        since.append(None if found is None else [e.id for e in found[1]])
+        return found
+
+    monkeypatch.setattr(reader.graphs, "read_scope", scope_read)
+    monkeypatch.setattr(reader.graphs, "read_since", since_read)
+
+    corrected = writer.correct(old.id, Draft(text="The deploy window is Thursday 14:00"), reason="moved")
+    first = reader.recall("when is the deploy window?").chains[0]
+    assert [h.id for h in first.heads] == [corrected.note.id] and [e.note.id for e in first.history] == [old.id]
+    assert since == [[corrected.event.id]] and whole == []
+
+    assert writer.tables.compact()
+    assert writer.tables.fragments()["events"] == 1
+    assert reader.history(corrected.note.id).chain.heads[0].id == corrected.note.id
+    assert since[1:] == [[]] and whole == []  # the graph moved to the compacted version as it was
+
+    writer.forget(other.id, reason="erase")
+    assert other.id not in {h.id for c in reader.recall("which pool do builds run on?").chains for h in c.heads}
+    assert since[-1] is None and whole == ["default"]  # a forget deletes: the scope is read again

@@ -19,6 +19,14 @@ COMPACT_AT_FRAGMENTS_REMOTE = 16
 # views hold, no request; a compaction looks again on the latest versions under the lease: upkeep.py).
 UPKEEP_CHECK_EVERY = 16
 UPKEEP_CHECK_EVERY_REMOTE = 4
+# A process whose graph of a scope (graph.py) is this many versions of the events table behind, or
+# fewer, reads only the events those versions appended (`Search.events_since`: each version's
+# transaction is a read, a request on an object store); further behind, it reads the scope again.
+EVENTS_SINCE_MAX = 32
+# On an object store that costs two or three requests a version, more than reading a small scope
+# again: there a graph of fewer events than this is read whole (at about 17 µs an event decoded on
+# this machine, 1,000 are 17 ms, what a few requests to the local S3 API cost).
+CATCH_UP_FROM_REMOTE = 1000
 # Compaction merges fragments smaller than this many rows and leaves bigger ones alone, so one
 # compaction rewrites at most this much. (LanceDB's own `optimize` merges every fragment under a
 # million rows: at 100k notes it rewrote the whole table every 48 writes.)

@@ -112,6 +112,43 @@ class Search(Handles):
         version, rows = self._read(read)
         return version, [event_from_row(row) for row in rows.to_pylist()]
 
+    def events_since(self, version: int, scope: str) -> tuple[int, list[Event]] | None:
+        """The events of a scope that the versions after `version` of the events table appended, up to
+        the version the view holds, with that version: what a graph read at `version` lacks. None when
+        they cannot be told from the rest, and the scope must be read whole: a version did more than
+        append, compact or bring an index up to date (a `forget` deletes), its transaction is gone, a
+        compaction rewrote what was appended since, or more than EVENTS_SINCE_MAX versions came."""
+        table = self.events_table()
+
+        def read() -> tuple[int, list[Event]] | None:
+            view = self.view(table)
+            latest = view.version
+            if not 0 <= latest - version <= limits.EVENTS_SINCE_MAX:
+                return None
+            try:
+                appended = _appended_since(view, version, latest)
+            except Exception as exc:  # a version's manifest or transaction was cleaned up
+                if not _missing_file(exc):
+                    raise
+                return None
+            if appended is None:
+                return None
+            fragments = [f for f in view.get_fragments() if {d.path for d in f.data_files()} & appended]
+            if sum(len(f.data_files()) for f in fragments) != len(appended):
+                return None  # some of it is no longer where it was appended
+            if not fragments:
+                return latest, []
+            rows = view.scanner(filter=where.scope_is(scope), fragments=fragments).to_table()
+            return latest, [event_from_row(row) for row in rows.to_pylist()]
+
+        return self._read(read)
+
+    @property
+    def catch_up_from(self) -> int:
+        """The fewest events a scope's graph holds for `events_since` to cost less than reading the
+        scope again: any on disk; CATCH_UP_FROM_REMOTE on an object store, where each version is requests."""
+        return limits.CATCH_UP_FROM_REMOTE if self.remote else 0
+
     def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
         """Every note of a scope but those `leave_out` names, in one scan without the vectors (None while
         the store has no notes table)."""
@@ -250,6 +287,31 @@ class Search(Handles):
         for entry in found.values():
             entry["latest_change_at"] = _from_us(entry.pop("latest_change_us"))
         return found
+
+
+def _appended_since(view: LanceDataset, version: int, latest: int) -> set[str] | None:
+    """The data files the versions after `version` up to `latest` appended, if they did nothing else
+    that changes what the table holds: index upkeep and compactions, which keep every row, come and go;
+    anything else gives None. pylance 13 shows Lance's reservation of fragment ids before a compaction
+    as a bare BaseOperation, and cannot decode a compaction that remapped indexes (a TypeError): a
+    version it cannot decode counts as a compaction when it neither adds nor removes a row."""
+    from lance import LanceOperation as Op
+
+    appended: set[str] = set()
+    for v in range(version + 1, latest + 1):
+        try:
+            operation = getattr(view.read_transaction(v), "operation", None)
+        except Exception as exc:
+            if _missing_file(exc):
+                raise
+            if view.checkout_version(v - 1).count_rows() != view.checkout_version(v).count_rows():
+                return None
+            continue
+        if isinstance(operation, Op.Append):
+            appended |= {f.path for fragment in operation.fragments for f in fragment.files}
+        elif not isinstance(operation, Op.Rewrite | Op.CreateIndex) and type(operation) is not Op.BaseOperation:
+            return None  # a delete, an overwrite, an update, or no transaction kept
+    return appended
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

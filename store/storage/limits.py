@@ -9,11 +9,14 @@ from datetime import timedelta
 
 from .schema import EVENTS, NOTES
 
-# Compact once a table has this many fragments: each append is one, and a search reads them all. On
-# an object store each fragment a search reads is a request, but so is each file a compaction reads,
-# writes and deletes (about 350 requests a compaction): at 16 rather than 8, one writer's writes and
-# reads made 19 % fewer requests in all with forgets, 37 % without (docs/object-storage.md, "Measured").
-COMPACT_AT_FRAGMENTS = 48
+# Compact once a table has this many fragments: each append is one, and a search reads them all. In a
+# directory each costs a search about 0.25 ms: at 100k notes, right after 300 corrections and 150
+# links, recall p50 was 32 ms with 55 fragments (compacting at 48) and 21 ms with 15 (at 16), the
+# settled store's 20 (docs/scale.md, "A burst of writes"). On an object store each fragment a search
+# reads is a request, but so is each file a compaction reads, writes and deletes (about 350 requests a
+# compaction): at 16 rather than 8, one writer's writes and reads made 19 % fewer requests in all with
+# forgets, 37 % without (docs/object-storage.md, "Measured").
+COMPACT_AT_FRAGMENTS = 16
 COMPACT_AT_FRAGMENTS_REMOTE = 16
 # A process looks whether upkeep is due after this many of its writes (a look reads the manifests its
 # views hold, no request; a compaction looks again on the latest versions under the lease: upkeep.py).

@@ -925,7 +925,6 @@ def measure_graph_cache(
         else:
             defeated_s.append(timed(True, q.text))
             cached_s.append(timed(False, q.text))
-    embedder.known = {}
 
     get_cached_s: list[float] = []
     get_read_s: list[float] = []
@@ -944,7 +943,6 @@ def measure_graph_cache(
     peer = Memory(memory.tables.uri, embedder, clock=lambda: NOW, storage_options=None)  # as run_size's
     notes = [note.id for note, _ in peer.tables.scope_notes(scope)]
     rng = random.Random(f"{scope}:peer")
-    embedder.known = {q.text: list(v) for q, v in zip(corpus.queries, vectors, strict=True)}
     after_peer_s: list[float] = []
     for q in corpus.queries:
         src, dst = rng.sample(notes, 2)

@@ -137,21 +137,21 @@ class MeanPooledBert:
         batch, length = ids.shape
         attend = None if bool(mask.all()) else mask.bool()[:, None, None, :].expand(batch, 1, length, length)
         head = width // self._heads
+
+        def linear(x: torch.Tensor, name: str) -> torch.Tensor:
+            return F.linear(x, w[f"{name}.weight"], w[f"{name}.bias"])
+
+        def heads(x: torch.Tensor) -> torch.Tensor:
+            return x.view(batch, length, self._heads, head).transpose(1, 2)
+
         for n in range(self._layers):
             p = f"encoder.layer.{n}."
-
-            def linear(x: torch.Tensor, name: str, p: str = p) -> torch.Tensor:
-                return F.linear(x, w[f"{p}{name}.weight"], w[f"{p}{name}.bias"])
-
-            def heads(x: torch.Tensor) -> torch.Tensor:
-                return x.view(batch, length, self._heads, head).transpose(1, 2)
-
-            q, k, v = (heads(linear(x, f"attention.self.{part}")) for part in ("query", "key", "value"))
+            q, k, v = (heads(linear(x, f"{p}attention.self.{part}")) for part in ("query", "key", "value"))
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=attend, scale=1 / math.sqrt(head))
             context = context.transpose(1, 2).reshape(batch, length, width)
-            x = self._norm(linear(context, "attention.output.dense") + x, f"{p}attention.output.LayerNorm")
-            inner = F.gelu(linear(x, "intermediate.dense"))
-            x = self._norm(linear(inner, "output.dense") + x, f"{p}output.LayerNorm")
+            x = self._norm(linear(context, f"{p}attention.output.dense") + x, f"{p}attention.output.LayerNorm")
+            inner = F.gelu(linear(x, f"{p}intermediate.dense"))
+            x = self._norm(linear(inner, f"{p}output.dense") + x, f"{p}output.LayerNorm")
         return x
 
     def _norm(self, x: torch.Tensor, name: str) -> torch.Tensor:

@@ -260,33 +260,33 @@ def unlinked_conflicts(chains: Sequence[Chain]) -> dict[str, Outdated]:
     """Chain id → the newest current note of another chain that looks like a new value of one of its heads.
 
     Only chains with current heads take part; two notes an edge relates (one refines or needs the
-    other) are not compared: the writer said how they relate."""
-    outdated: dict[str, Outdated] = {}
-    newest: dict[str, NoteView] = {}
+    other) are not compared: the writer said how they relate. Each chain's newer candidates are looked
+    at newest first, so a subject many notes share is compared a few times, not pair by pair."""
     current = [c for c in chains if c.status is ChainStatus.CURRENT and c.heads]
     heads = [(n, h) for n, c in enumerate(current) for h in c.heads]
     named = [_named(c) for c in current]
     ids = [{h.id for h in c.heads} for c in current]
     pairs = _pairs_that_may_conflict([_Said.of(h) for _, h in heads])
-    for a, b in sorted(pairs, key=lambda p: (heads[p[0]][0], heads[p[1]][0], p)):  # chain by chain, as listed
+    # older chain → its candidates: (newer note, the pair's place chain by chain as listed, older note, newer chain)
+    newer_of: dict[int, list[tuple[NoteView, tuple[int, int, int, int], NoteView, int]]] = {}
+    for a, b in pairs:
         (first, a_note), (second, b_note) = heads[a], heads[b]
-        if first == second or named[first] & ids[second] or named[second] & ids[first]:
-            continue  # one chain, or related: the writer said how
-        older, newer = (a_note, b_note) if a_note.recorded_at <= b_note.recorded_at else (b_note, a_note)
-        older_chain, newer_chain = (
-            (current[first], current[second]) if older is a_note else (current[second], current[first])
-        )
-        if older.recorded_at == newer.recorded_at:
-            continue
-        change = conflict(older, newer)
-        if change is None:
-            continue
-        known = newest.get(older_chain.chain_id)
-        if known is None or newer.recorded_at > known.recorded_at:
-            newest[older_chain.chain_id] = newer
-            outdated[older_chain.chain_id] = Outdated(
-                older_chain.chain_id, newer.id, newer_chain.chain_id, change.reason
-            )
+        if a_note.recorded_at < b_note.recorded_at:
+            newer_of.setdefault(first, []).append((b_note, (first, second, a, b), a_note, second))
+        elif b_note.recorded_at < a_note.recorded_at:
+            newer_of.setdefault(second, []).append((a_note, (first, second, a, b), b_note, first))
+    outdated: dict[str, Outdated] = {}
+    for chain, candidates in newer_of.items():
+        candidates.sort(key=lambda c: c[1])
+        candidates.sort(key=lambda c: c[0].recorded_at, reverse=True)  # newest first; a tie as listed
+        for newer, _, older, newer_chain in candidates:
+            if newer_chain == chain or named[chain] & ids[newer_chain] or named[newer_chain] & ids[chain]:
+                continue  # one chain, or related: the writer said how
+            change = conflict(older, newer)
+            if change is not None:
+                chain_id = current[chain].chain_id
+                outdated[chain_id] = Outdated(chain_id, newer.id, current[newer_chain].chain_id, change.reason)
+                break
     return outdated
 
 

@@ -155,12 +155,14 @@ def remembered(r: Remembered) -> str:
         )
         for u in r.likely_updates:
             lines += [f"  {_note(u.note)}", f"    why: {u.reason}", f"    call: {u.call}"]
-    if r.similar_active:
+    proposed = {u.note.id for u in r.likely_updates}
+    similar = [s for s in r.similar_active if s.note.id not in proposed]  # each note listed once
+    if similar:
         lines.append(
-            f"Similar active notes. If your note updates one of them, link it: link(src_id={r.note.id}, "
-            "dst_id=<old id>, kind=supersedes, reason=…)"
+            f"{'Other similar' if proposed else 'Similar'} active notes. If your note updates one of them, link it: "
+            f"link(src_id={r.note.id}, dst_id=<old id>, kind=supersedes, reason=…)"
         )
-        for s in r.similar_active:
+        for s in similar:
             sim = f"{s.similarity:.2f}" if s.similarity is not None else "text match"
             lines.append(f"  ({sim}) {_note(s.note)}")
     return "\n".join(lines)

@@ -384,6 +384,8 @@ async def test_remember_proposes_a_changed_value_of_the_same_subject_with_the_ca
     )
     text = result.content[0].text  # type: ignore[union-attr]
     assert "Likely updates" in text and proposal["call"] in text
+    assert old["id"] in [s["note"]["id"] for s in new["similar_active"]]  # in the structured answer, both lists
+    assert text.count(old["text"]) == 1  # the text shows it once, as the likely update
     assert new["events"] == []
     history = await call(client, "history", note_id=old["id"])
     assert history["events"] == [] and [h["id"] for h in history["chain"]["heads"]] == [old["id"]]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from corrigenda.store import InvalidArgument
 from corrigenda.store.storage.location import Location
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
@@ -286,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    try:
+        Location(settings.db).check()
+    except InvalidArgument as exc:
+        return _fail(f"--{exc}")
     path = _store_path(settings)
     if path is not None and os.path.exists(path) and not os.path.isdir(path):
         return _fail(f"--db: {path} is a file, not a store directory (CORRIGENDA_DB names the folder of a store)")

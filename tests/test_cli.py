@@ -11,7 +11,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from corrigenda.store import Draft, Memory
+import pytest
+from corrigenda.store import Draft, InvalidArgument, Memory
+from corrigenda.store.embedder import SentenceTransformerEmbedder
 
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 
@@ -86,6 +88,19 @@ def test_a_read_command_on_a_missing_store_is_an_error_and_makes_nothing(tmp_pat
     done = run("stats", "--db", str(a_file))
     assert done.returncode == 2 and "is a file, not a store directory" in done.stderr
     assert a_file.read_text() == "not a store"
+
+
+def test_lancedb_s_in_memory_storage_is_refused_as_a_store_at_once(embedder: SentenceTransformerEmbedder) -> None:
+    """memory:// gives each Lance dataset the engine opens an empty memory of its own: a store there would
+    fail at its first read with Lance's "not found" for a manifest. Refused up front, naming --db."""
+    for command in (["scopes"], ["remember", "a note"], ["serve"]):
+        done = run(*command, "--db", "memory://notes")
+        assert done.returncode == 2, (command, done.stderr)
+        assert done.stderr.startswith("corrigenda: --db: 'memory://notes' is LanceDB's in-memory storage"), done.stderr
+        assert "Traceback" not in done.stderr
+    with pytest.raises(InvalidArgument) as refused:
+        Memory("memory://", embedder)
+    assert refused.value.field == "db"
 
 
 def test_a_person_remembers_corrects_revokes_reinstates_links_and_forgets(tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ class Handles(Indexes):
         self.uri = uri
         self._storage_options = storage_options
         self._location = Location(uri)
+        self._location.check()
         self._db: DBConnection | None = None
         self._notes: Table | None = None
         self._events: Table | None = None

@@ -143,7 +143,12 @@ def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_move
     assert set(by_id) == set(ids)
     lookups: list[str | None] = []
     scan = memory.tables.scan
-    monkeypatch.setattr(memory.tables, "scan", lambda *a, **k: lookups.append(a[2]) or scan(*a, **k))
+
+    def counted_scan(*args: Any, **kwargs: Any) -> Any:
+        lookups.append(args[2])
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(memory.tables, "scan", counted_scan)
 
     def read(located: dict[str, int]) -> dict[str, np.ndarray]:
         lookups.clear()

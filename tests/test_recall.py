@@ -376,3 +376,36 @@ def test_the_quick_pass_over_current_heads_finds_every_conflict_a_pair_by_pair_c
         assert found == expected
         found_any += len(found)
     assert found_any >= 3  # the subject's values, the port and the miles at least
+
+
+def test_an_outdated_chain_names_the_newest_conflicting_note_and_on_a_tie_the_chain_listed_first() -> None:
+    """Many notes of one subject (recall may keep 30 of one office's opening hours), some recorded at the
+    same minute, some chains with two heads: each older chain is named outdated by the newest note that
+    conflicts with one of its heads, of the chain listed first among equally new ones, as comparing every
+    pair says."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    heads = [
+        NoteView(id=f"n{i:02}", scope="s", text=f"The Zurich office opens at {6 + i % 5}:00.", subject="opens:zurich",
+                 recorded_at=start + timedelta(minutes=i // 3), state=NoteState.ACTIVE)
+        for i in range(24)
+    ]  # fmt: skip
+    grouped = [heads[i : i + 2] if i % 7 == 0 else heads[i : i + 1] for i in range(24) if i % 7 != 1]
+    chains = [
+        Chain(chain_id=f"c{n:02}", status=ChainStatus.CURRENT, heads=group, history=[], prerequisites=[])
+        for n, group in enumerate(grouped)
+    ]
+    expected: dict[str, str] = {}
+    for c, chain in enumerate(chains):
+        best: tuple[datetime, int, int] | None = None  # the newest; then the chain, the head listed first
+        for d, other in enumerate(chains):
+            for y, newer in enumerate(other.heads):
+                for older in chain.heads:
+                    if d == c or newer.recorded_at <= older.recorded_at or conflict(older, newer) is None:
+                        continue
+                    key = (newer.recorded_at, -d, -y)
+                    if best is None or key > best:
+                        best = key
+                        expected[chain.chain_id] = newer.id
+    found = {chain_id: o.by for chain_id, o in unlinked_conflicts(chains).items()}
+    assert found == expected
+    assert len(found) >= 15 and len({o.by for o in unlinked_conflicts(chains).values()}) >= 2

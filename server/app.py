@@ -41,7 +41,7 @@ Capture protocol:
   new text and a reason; or, since your new note is already stored, `link` it to the old one with
   kind `supersedes`. When the new note looks like a new value of an active one, the answer also lists it
   under `likely_updates`, with why and the exact `link` call; check it and make the call (nothing is
-  linked on a guess). When you know beforehand that you are updating a fact, call `correct` instead of
+  linked on a guess), or if they are different facts, `link` them with kind `distinct`. When you know beforehand that you are updating a fact, call `correct` instead of
   `remember` (or pass `supersedes=[id]`).
 - When you learn a stored note is wrong and there is no replacement, call `revoke` with a reason.
 - When a revocation or correction was itself a mistake, call `reinstate` (note id or event id).
@@ -52,7 +52,8 @@ Recall protocol:
   HISTORY notes were superseded or revoked and must not be used as current facts. A CONTESTED chain
   has several current notes that disagree: resolve it (ask, or correct one). A chain marked POSSIBLY
   OUTDATED has a newer note elsewhere in the result that looks like the same fact with a different
-  value and no edge: prefer the newer, and link them if it does replace the old one.
+  value and no edge: prefer the newer, and link them: `supersedes` if it does replace the old one,
+  `distinct` if they are different facts (the mark then goes).
 - `why_excluded` says why a note you expected is not current or not delivered.
 - `forget` deletes a note for real; use it only when a person asks for data to be erased.
 

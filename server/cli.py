@@ -130,10 +130,12 @@ def _parser() -> argparse.ArgumentParser:
     reinstate.add_argument("target_id")
     reinstate.add_argument("--reason", required=True, help="why the revocation or correction was a mistake")
     link = commands.add_parser(
-        "link", parents=[common], help="record that a note depends on, refines or replaces another"
+        "link",
+        parents=[common],
+        help="record that a note depends on, refines or replaces another, or states another fact (distinct)",
     )
     link.add_argument("src_id")
-    link.add_argument("kind", choices=["depends_on", "refines", "supersedes"])
+    link.add_argument("kind", choices=["depends_on", "refines", "supersedes", "distinct"])
     link.add_argument("dst_id")
     link.add_argument("--reason", help="why (required for supersedes)")
     forget = commands.add_parser("forget", parents=[common], help="delete a note for real (for privacy); asks first")

@@ -151,7 +151,8 @@ def remembered(r: Remembered) -> str:
             lines.append("  no edge recorded")
     if r.likely_updates:
         lines.append(
-            "Likely updates: your note looks like a new value of these. If so, record it (nothing is linked yet):"
+            "Likely updates: your note looks like a new value of these. If so, record it (nothing is linked yet); "
+            'if it states another fact, link them with kind="distinct":'
         )
         for u in r.likely_updates:
             lines += [f"  {_note(u.note)}", f"    why: {u.reason}", f"    call: {u.call}"]

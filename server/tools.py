@@ -119,6 +119,9 @@ class Answer(BaseModel):
     )
 
 
+ANSWERED = {"replaces": "supersedes", "refines": "refines", "keep both": "distinct"}  # the edge each answer records
+
+
 @dataclass(frozen=True)
 class Question:
     """What the person is asked about a likely update: the message, and the older note it names."""
@@ -218,18 +221,19 @@ async def remember(
 
 
 async def record_answer(ctx: Context, r: Remembered, question: Question, answer: str) -> Remembered:
-    """The person's answer recorded: replaces or refines link the new note to the older one, with the
-    person as actor and the question as reason, if the older note is still among the likely updates
-    of the note stored. An answer (not a decline or cancel) settles that proposal."""
+    """The person's answer recorded: replaces, refines or keep both link the new note to the older one
+    (supersedes, refines, distinct), with the person as actor and the question as reason, if the older
+    note is still among the likely updates of the note stored. An answer (not a decline or cancel)
+    settles that proposal."""
     proposed = {u.note.id for u in r.likely_updates}
     event = None
-    if answer in ("replaces", "refines") and question.note_id in proposed:
-        kind = "supersedes" if answer == "replaces" else "refines"
+    if answer in ANSWERED and question.note_id in proposed:
+        kind = ANSWERED[answer]
         linked = await call(ctx, "remember", lambda m: m.link(src_id=r.note.id, dst_id=question.note_id,
                             kind=kind, reason=question.message, actor=app_of(ctx).settings.person_actor))  # fmt: skip
         event = linked.event
     left = r.likely_updates
-    if answer in ("replaces", "refines", "keep both"):
+    if answer in ANSWERED:
         left = [u for u in r.likely_updates if u.note.id != question.note_id]
     confirmed = Confirmed(note_id=question.note_id, question=question.message, answer=answer, event=event)
     return r.model_copy(update={"confirmed": confirmed, "likely_updates": left})
@@ -360,15 +364,16 @@ async def link(
     src_id: NoteId,
     dst_id: NoteId,
     kind: Annotated[
-        Literal["depends_on", "refines", "supersedes"],
+        Literal["depends_on", "refines", "supersedes", "distinct"],
         Field(
-            description="depends_on: src needs dst to make sense (dst travels with src in recall); refines: src adds detail to dst (both stay current); supersedes: src, already stored, replaces dst (a reason is required)."
+            description="depends_on: src needs dst to make sense (dst travels with src in recall); refines: src adds detail to dst (both stay current); supersedes: src, already stored, replaces dst (a reason is required); distinct: src states another fact than dst, though it looks like a new value of it (both stay current, neither is marked possibly outdated by the other)."
         ),
     ],
     reason: Annotated[str | None, Field(description="Why; required for supersedes.", max_length=MAX_REASON)] = None,
 ) -> Annotated[CallToolResult, Linked]:
     """Relate two stored notes: one depends on another (its prerequisite travels with it in recall), refines
-    it, or replaces it (use this when `remember` showed that the note you just stored updates an older one)."""
+    it, or replaces it (use this when `remember` showed that the note you just stored updates an older one),
+    or states another fact than it (when a likely update or a POSSIBLY OUTDATED mark was wrong)."""
     await permit_ids(ctx, "link", [src_id, dst_id], write=True)
     r = await call(
         ctx,

@@ -386,9 +386,12 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         if action == "reinstate":
             return f"Reinstate {said}, undoing what excluded it? {as_who}"
         if action == "link":
-            kind = {"depends_on": "needs", "refines": "refines", "supersedes": "replaces"}.get(field(form, "kind"))
+            kind = {
+                "depends_on": "needs", "refines": "refines", "supersedes": "replaces",
+                "distinct": "states another fact than",
+            }.get(field(form, "kind"))  # fmt: skip
             if kind is None:
-                raise Refused("kind: must be depends_on, refines or supersedes")
+                raise Refused("kind: must be depends_on, refines, supersedes or distinct")
             return f"Record that {said} {kind} note {h.e(field(form, 'dst_id'))}? {as_who}"
         if action == "forget":
             return (f'<b class="danger">Erase {said} for good?</b> Its text is deleted from the store and '

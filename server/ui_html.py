@@ -225,6 +225,8 @@ def event_words(ev: EventView, notes: dict[str, NoteView]) -> str:
         return f"said {said(ev.src)} needs {said(ev.dst)}"
     if kind == "refines":
         return f"said {said(ev.src)} refines {said(ev.dst)}"
+    if kind == "distinct":
+        return f"said {said(ev.src)} states another fact than {said(ev.dst)}"
     return f"{e(kind)} {said(ev.dst)}"
 
 
@@ -251,7 +253,8 @@ def hands_for_head(here: Here, n: NoteView) -> str:
     )
     link = (
         '<label>kind <select name="kind"><option value="depends_on">needs</option>'
-        '<option value="refines">refines</option><option value="supersedes">replaces</option></select></label> '
+        '<option value="refines">refines</option><option value="supersedes">replaces</option>'
+        '<option value="distinct">states another fact than</option></select></label> '
         '<label>other note id <input name="dst_id" required pattern="n_[0-9a-z]{26}" placeholder="n_…"></label>'
     )
     return (

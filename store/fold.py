@@ -60,6 +60,7 @@ class Fold:
     _component: dict[str, str] = field(default_factory=dict)
     _members: dict[str, list[str]] = field(default_factory=dict)
     _refines: dict[str, set[str]] = field(default_factory=dict)  # refines edges, both ways
+    _distinct: dict[str, set[str]] = field(default_factory=dict)  # distinct edges, both ways
     _out: dict[tuple[EventKind, str], list[str]] = field(default_factory=dict)  # (kind, src) → dsts, oldest first
 
     def in_force(self, event: Event) -> bool:
@@ -93,6 +94,10 @@ class Fold:
     def refines(self, note_id: str) -> list[str]:
         """The notes a note refines, oldest link first."""
         return self._out.get((EventKind.REFINES, note_id), [])
+
+    def distinct(self, note_id: str) -> set[str]:
+        """The notes said to state other facts than this one (`distinct`, either way)."""
+        return self._distinct.get(note_id, set())
 
     def events_of(self, note_ids: Iterable[str]) -> list[Event]:
         """Every visible event that touches these notes, or retracts an event that does."""
@@ -209,6 +214,9 @@ def _link_chains(result: Fold, by_id: Mapping[str, Event]) -> None:
     for e in result.events:
         if e.src is not None and e.kind in (EventKind.DEPENDS_ON, EventKind.REFINES):
             result._out.setdefault((e.kind, e.src), []).append(e.dst)
+        if e.src is not None and e.kind is EventKind.DISTINCT:
+            result._distinct.setdefault(e.src, set()).add(e.dst)
+            result._distinct.setdefault(e.dst, set()).add(e.src)
         if e.kind not in _CHAIN_EDGES:
             continue
         if e.kind is EventKind.REFINES and e.src is not None:

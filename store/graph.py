@@ -54,7 +54,8 @@ class ScopeGraph:
     scope: str
     version: int  # the events table version this graph reflects
     events: dict[str, Event] = field(default_factory=dict)  # by id: the first row of each id
-    # note → notes a recall of it may deliver: its chain (both ways) and its prerequisites (one way)
+    # note → notes a recall of it may read: its chain (both ways), its prerequisites and the notes it is
+    # said to be distinct from (one way)
     neighbours: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     naming: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # note or event id → events naming it
 
@@ -70,7 +71,7 @@ class ScopeGraph:
             if e.src is None or dst is None:
                 continue
             self.neighbours[e.src].add(dst)
-            if e.kind is not EventKind.DEPENDS_ON:  # a prerequisite does not bring its dependents
+            if e.kind not in (EventKind.DEPENDS_ON, EventKind.DISTINCT):  # not the dependants, nor what said so
                 self.neighbours[dst].add(e.src)
 
     def _note_of(self, event_id: str) -> str | None:

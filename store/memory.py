@@ -63,6 +63,7 @@ CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and comp
 SIMILAR_SEARCHED = 2 * SIMILAR_SHOWN
 # What a correction keeps of the note it corrects, unless its draft sets it: what the note is about.
 CORRECTION_KEEPS = ("kind", "subject", "tags")
+LINK_KINDS = (EventKind.DEPENDS_ON, EventKind.REFINES, EventKind.SUPERSEDES, EventKind.DISTINCT)
 # Where writes embed their note while they read (Memory.embed_note): a thread per call under way.
 _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-embed")
 
@@ -367,13 +368,17 @@ class Memory:
         actor: str | None = None,
         at: datetime | None = None,
     ) -> Linked:
-        """Record that src depends on dst (`depends_on`), adds detail to it (`refines`), or replaces it
-        (`supersedes`: for two notes already stored; `correct` writes the replacement and the edge at once).
+        """Record that src depends on dst (`depends_on`), adds detail to it (`refines`), replaces it
+        (`supersedes`: for two notes already stored; `correct` writes the replacement and the edge at once),
+        or states another fact than it (`distinct`: both stay current, and recall does not mark either as
+        possibly outdated by the other, as it does two unlinked notes that look like one fact's values).
 
         Two writers can still link two notes each way at once; the fold then sets the later
         supersession aside as a conflict (fold.py), shown in `history` and `why_excluded`."""
-        if kind not in (EventKind.DEPENDS_ON, EventKind.REFINES, EventKind.SUPERSEDES):
-            raise InvalidArgument("kind", f"{kind!r} is not a link kind: use 'depends_on', 'refines' or 'supersedes'")
+        if kind not in LINK_KINDS:
+            raise InvalidArgument(
+                "kind", f"{kind!r} is not a link kind: use 'depends_on', 'refines', 'supersedes' or 'distinct'"
+            )
         if kind == EventKind.SUPERSEDES:
             reason = self._reason(reason)
         src = self._note(src_id, "src_id")

@@ -65,6 +65,7 @@ class EventKind(StrEnum):
     REINSTATES = "reinstates"  # dst (a note or a revokes/supersedes event) is retracted
     REFINES = "refines"  # src adds detail to dst; both stay current
     DEPENDS_ON = "depends_on"  # src needs dst to make sense
+    DISTINCT = "distinct"  # src and dst state different facts, both current: neither is a new value of the other
     FORGETS = "forgets"  # dst was erased for good: a tombstone that keeps no text of it
 
 

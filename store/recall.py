@@ -263,7 +263,7 @@ def run(
     trace.chains = dependents_first(sorted(built, key=lambda c: (-round(_score(c), 9), -_entry(c).score, c.chain_id)))
     head_vectors = {**reading.result(), **{i: along[i] for i in heads if i in along}}
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
-    outdated = updates.unlinked_conflicts(kept)
+    outdated = updates.unlinked_conflicts(kept, folded.distinct)
     kept = updates.newer_first(kept, outdated)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed, query)
     delivered = updates.mark_outdated(delivered, outdated)

@@ -256,15 +256,18 @@ class Outdated:
     reason: str
 
 
-def unlinked_conflicts(chains: Sequence[Chain]) -> dict[str, Outdated]:
+def unlinked_conflicts(
+    chains: Sequence[Chain], distinct: Callable[[str], set[str]] = lambda _: set()
+) -> dict[str, Outdated]:
     """Chain id → the newest current note of another chain that looks like a new value of one of its heads.
 
     Only chains with current heads take part; two notes an edge relates (one refines or needs the
-    other) are not compared: the writer said how they relate. Each chain's newer candidates are looked
-    at newest first, so a subject many notes share is compared a few times, not pair by pair."""
+    other, or `distinct` says they state different facts) are not compared: the writer said how they
+    relate. Each chain's newer candidates are looked at newest first, so a subject many notes share is
+    compared a few times, not pair by pair."""
     current = [c for c in chains if c.status is ChainStatus.CURRENT and c.heads]
     heads = [(n, h) for n, c in enumerate(current) for h in c.heads]
-    named = [_named(c) for c in current]
+    named = [_named(c) | {d for h in c.heads for d in distinct(h.id)} for c in current]
     ids = [{h.id for h in c.heads} for c in current]
     pairs = _pairs_that_may_conflict([_Said.of(h) for _, h in heads])
     # older chain → its candidates: (newer note, the pair's place chain by chain as listed, older note, newer chain)

@@ -143,8 +143,8 @@ class Confirmed(BaseModel):
     note_id: str = Field(description="The older note the person was asked about.")
     question: str = Field(description="The question as the person saw it; kept as the edge's reason.")
     answer: Literal["replaces", "refines", "keep both", "declined", "cancelled"] = Field(
-        description="replaces: a supersedes edge new → old; refines: a refines edge; keep both, declined, "
-        "cancelled: no edge."
+        description="replaces: a supersedes edge new → old; refines: a refines edge; keep both: a distinct edge "
+        "(both stay current, neither marked possibly outdated by the other); declined, cancelled: no edge."
     )
     event: EventView | None = Field(None, description="The edge recorded, with the person as its actor.")
 

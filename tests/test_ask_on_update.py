@@ -120,16 +120,26 @@ async def test_refines_records_a_refines_edge_and_both_stay_current(
 
 
 @pytest.mark.parametrize("mode", PATHS)
-async def test_keep_both_records_no_edge(db: str, embedder: SentenceTransformerEmbedder, mode: str) -> None:
+async def test_keep_both_records_a_distinct_edge_and_recall_marks_neither(
+    db: str, embedder: SentenceTransformerEmbedder, mode: str
+) -> None:
     person = Person(accept("keep both"), db, embedder)
     async with connect(db, embedder, mode, person) as client:
         old, new = await old_then_new(client)
-        asked_about_both(person, old["id"])
-        assert new["confirmed"]["answer"] == "keep both" and new["confirmed"]["event"] is None
-        assert new["events"] == [] and new["likely_updates"] == []
-        assert (await call(client, "history", note_id=old["id"]))["events"] == []
+        question = asked_about_both(person, old["id"])
+        event = new["confirmed"]["event"]
+        assert new["confirmed"]["answer"] == "keep both" and new["likely_updates"] == []
+        assert (event["kind"], event["src"], event["dst"]) == ("distinct", new["note"]["id"], old["id"])
+        assert event["actor"] == "person:Ada" and event["reason"] == question
         listed = await call(client, "list_notes", scope=SCOPE, state="current")
         assert {n["id"] for n in listed["notes"]} == {old["id"], new["note"]["id"]}
+        history = await call(client, "history", note_id=new["note"]["id"])
+        assert [h["id"] for h in history["chain"]["heads"]] == [new["note"]["id"]]  # its own chain: not joined
+        assert [e["kind"] for e in history["events"]] == ["distinct"]
+        recalled = await call(client, "recall_chains", query="Which port does the service listen on?", scope=SCOPE)
+        heads = {c["heads"][0]["id"]: c for c in recalled["chains"]}
+        assert set(heads) == {old["id"], new["note"]["id"]}  # both delivered, as two chains
+        assert all(c["possibly_outdated_by"] is None for c in recalled["chains"])
 
 
 @pytest.mark.parametrize("mode", PATHS)

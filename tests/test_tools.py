@@ -411,6 +411,29 @@ async def test_remember_proposes_an_unsubjected_numeric_update_but_not_a_merely_
     assert (await call(client, "history", note_id=old["id"]))["events"] == []
 
 
+async def test_a_distinct_link_settles_a_possibly_outdated_mark_and_keeps_both_current(client: Client) -> None:
+    """Two offices' hours that look like one fact's old and new value: recall marks the older POSSIBLY
+    OUTDATED until the agent says they are different facts; then neither is marked, both stay current
+    in chains of their own, and nothing else changes."""
+    zurich = await call(client, "remember", text="The office opens at 8:00 on weekdays.", subject="office.hours")
+    geneva = await call(client, "remember", text="The office opens at 9:00 on weekdays.", subject="office.hours")
+    old, new = zurich["note"]["id"], geneva["note"]["id"]
+    assert [u["note"]["id"] for u in geneva["likely_updates"]] == [old]
+    query = "When does the office open?"
+    marked = {
+        c["heads"][0]["id"]: c["possibly_outdated_by"]
+        for c in (await call(client, "recall_chains", query=query))["chains"]
+    }
+    assert marked == {old: new, new: None}
+    linked = await call(client, "link", src_id=new, dst_id=old, kind="distinct", reason="two offices")
+    assert linked["changed"] and linked["event"]["kind"] == "distinct"
+    recalled = (await call(client, "recall_chains", query=query))["chains"]
+    assert {c["heads"][0]["id"]: c["possibly_outdated_by"] for c in recalled} == {old: None, new: None}
+    assert all(c["status"] == "current" and len(c["heads"]) == 1 for c in recalled)
+    again = await call(client, "link", src_id=new, dst_id=old, kind="distinct", reason="two offices")
+    assert not again["changed"]  # idempotent
+
+
 async def test_instructions_mention_likely_updates_and_possibly_outdated_chains(client: Client) -> None:
     instructions = client.instructions
     assert instructions is not None and "likely_updates" in instructions and "POSSIBLY" in instructions

@@ -191,17 +191,32 @@ def test_a_contested_chain_and_an_unsure_note_are_visible(memory: Memory) -> Non
     assert page.count('<li class="note now">') == 2 and '<span class="unsure">confidence 0.40</span>' in page
 
 
-def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated(memory: Memory) -> None:
-    memory.remember(Draft(text="I have added 17 new postcards to my collection since I started collecting again."),
-                    scope="ops")  # fmt: skip
-    memory.remember(
+def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated_until_a_person_says_they_differ(
+    memory: Memory,
+) -> None:
+    old = memory.remember(
+        Draft(text="I have added 17 new postcards to my collection since I started collecting again."), scope="ops"
+    ).note
+    new = memory.remember(
         Draft(text="Speaking of my hobby, I have added 25 new postcards since I started collecting again."), scope="ops"
-    )
+    ).note
+    search = "/?scope=ops&q=How+many+new+postcards+have+I+added%3F"
     with browse(memory) as client:
-        page = client.get("/?scope=ops&q=How+many+new+postcards+have+I+added%3F").text
-    first, second = page.split('<section class="chain')[1:3]
-    assert "25 new postcards" in first and "POSSIBLY OUTDATED" not in first
-    assert "17 new postcards" in second and "POSSIBLY OUTDATED by" in second and "17 → 25" in second
+        page = client.get(search).text
+        first, second = page.split('<section class="chain')[1:3]
+        assert "25 new postcards" in first and "POSSIBLY OUTDATED" not in first
+        assert "17 new postcards" in second and "POSSIBLY OUTDATED by" in second and "17 → 25" in second
+        token = form_token(client.get(f"/chain/{new.id}").text)
+        fields = {"action": "link", "note_id": new.id, "dst_id": old.id, "kind": "distinct",
+                  "reason": "two collections", "csrf": token}  # fmt: skip
+        asked = client.post("/act", data=fields)
+        assert "states another fact than note" in asked.text
+        assert client.post("/act", data={**fields, "confirmed": "yes"}, follow_redirects=False).status_code == 303
+        assert "POSSIBLY OUTDATED" not in client.get(search).text
+        timeline = html.unescape(client.get(f"/chain/{new.id}").text)
+    assert f"states another fact than {old.id} because “two collections”" in timeline
+    [event] = memory.history(new.id).events
+    assert (event.kind.value, event.dst, event.actor) == ("distinct", old.id, "person:Ada")
 
 
 ADA, BOB = "ada-token-0123456789abcdef", "bob-token-0123456789abcdef"

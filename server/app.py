@@ -41,8 +41,9 @@ Capture protocol:
   new text and a reason; or, since your new note is already stored, `link` it to the old one with
   kind `supersedes`. When the new note looks like a new value of an active one, the answer also lists it
   under `likely_updates`, with why and the exact `link` call; check it and make the call (nothing is
-  linked on a guess), or if they are different facts, `link` them with kind `distinct`. When you know beforehand that you are updating a fact, call `correct` instead of
-  `remember` (or pass `supersedes=[id]`).
+  linked on a guess), or if they are different facts, `link` them with kind `distinct`. When you know
+  beforehand that you are updating a fact, call `correct` instead of `remember` (or pass
+  `supersedes=[id]`).
 - When you learn a stored note is wrong and there is no replacement, call `revoke` with a reason.
 - When a revocation or correction was itself a mistake, call `reinstate` (note id or event id).
 - Use `link` to record that a note depends on another (`depends_on`) or adds detail to it (`refines`).

@@ -386,12 +386,10 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         if action == "reinstate":
             return f"Reinstate {said}, undoing what excluded it? {as_who}"
         if action == "link":
-            kind = {
-                "depends_on": "needs", "refines": "refines", "supersedes": "replaces",
-                "distinct": "states another fact than",
-            }.get(field(form, "kind"))  # fmt: skip
+            kind = h.LINK_WORDS.get(field(form, "kind"))
             if kind is None:
-                raise Refused("kind: must be depends_on, refines, supersedes or distinct")
+                *others, last = h.LINK_WORDS
+                raise Refused(f"kind: must be {', '.join(others)} or {last}")
             return f"Record that {said} {kind} note {h.e(field(form, 'dst_id'))}? {as_who}"
         if action == "forget":
             return (f'<b class="danger">Erase {said} for good?</b> Its text is deleted from the store and '

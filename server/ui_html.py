@@ -17,6 +17,13 @@ from corrigenda.store.model import PERSON
 from corrigenda.store.views import Chain, EventView, HistoryEntry, NoteView, ScopeCount, ScopeList
 
 TITLE_WORDS = 8  # a chain without a subject is titled by its head's first words
+# The link kinds a person can record by hand, in the words of the form and of its confirmation.
+LINK_WORDS = {
+    "depends_on": "needs",
+    "refines": "refines",
+    "supersedes": "replaces",
+    "distinct": "states another fact than",
+}
 
 
 def e(value: object) -> str:
@@ -252,9 +259,9 @@ def hands_for_head(here: Here, n: NoteView) -> str:
         f'<label>new text <textarea name="text" required maxlength="20000" rows="3">{e(n.text)}</textarea></label>'
     )
     link = (
-        '<label>kind <select name="kind"><option value="depends_on">needs</option>'
-        '<option value="refines">refines</option><option value="supersedes">replaces</option>'
-        '<option value="distinct">states another fact than</option></select></label> '
+        '<label>kind <select name="kind">'
+        + "".join(f'<option value="{kind}">{words}</option>' for kind, words in LINK_WORDS.items())
+        + "</select></label> "
         '<label>other note id <input name="dst_id" required pattern="n_[0-9a-z]{26}" placeholder="n_…"></label>'
     )
     return (

@@ -376,9 +376,8 @@ class Memory:
         Two writers can still link two notes each way at once; the fold then sets the later
         supersession aside as a conflict (fold.py), shown in `history` and `why_excluded`."""
         if kind not in LINK_KINDS:
-            raise InvalidArgument(
-                "kind", f"{kind!r} is not a link kind: use 'depends_on', 'refines', 'supersedes' or 'distinct'"
-            )
+            *others, last = (repr(k.value) for k in LINK_KINDS)
+            raise InvalidArgument("kind", f"{kind!r} is not a link kind: use {', '.join(others)} or {last}")
         if kind == EventKind.SUPERSEDES:
             reason = self._reason(reason)
         src = self._note(src_id, "src_id")

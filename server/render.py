@@ -217,6 +217,9 @@ def history(r: NoteHistory) -> str:
             force = ""
         why = f': "{e.reason}"' if e.reason else ""
         lines.append(f"  {_day(e.recorded_at)} {e.id} {e.kind.value} {e.src or ''} -> {e.dst}{why}{force}")
+    if r.related:
+        lines.append("Other notes these events name:")
+        lines += [f"  {_note(n)} — {n.state.value}" for n in r.related]
     return "\n".join(lines)
 
 

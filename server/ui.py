@@ -240,7 +240,7 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         body = (
             h.chain_card(where, found.chain, hands=hands)
             + ("" if hands else f'<p class="meta">{no_hands(where)}</p>')
-            + "<h2>Timeline</h2>" + h.timeline(where, note_id, notes, found.events)
+            + "<h2>Timeline</h2>" + h.timeline(where, note_id, notes, found.events, found.related)
         )  # fmt: skip
         return page(where, h.title_of(found.chain), body)
 

@@ -194,13 +194,17 @@ def chain_card(here: Here, c: Chain, hands: bool = False) -> str:
     )
 
 
-def timeline(here: Here, note_id: str, notes: dict[str, NoteView], events: Iterable[EventView]) -> str:
-    """What happened to a chain, oldest first: each note recorded and each event, in words, with a
-    link to the chain of `note_id` as it was at that moment."""
+def timeline(
+    here: Here, note_id: str, notes: dict[str, NoteView], events: Iterable[EventView], related: Iterable[NoteView] = ()
+) -> str:
+    """What happened to a chain, oldest first: each of its notes recorded and each event, in words (a
+    note outside the chain that an event names, `related`, by its text too), with a link to the chain
+    of `note_id` as it was at that moment."""
     rows: list[tuple[datetime, str, str | None, EventView | None]] = [
         (n.recorded_at, f"recorded “{e(n.text)}”", n.actor, None) for n in notes.values()
     ]
-    rows += [(ev.recorded_at, event_words(ev, notes), ev.actor, ev) for ev in events]
+    named = {**{n.id: n for n in related}, **notes}
+    rows += [(ev.recorded_at, event_words(ev, named), ev.actor, ev) for ev in events]
     rows.sort(key=lambda row: row[0])
     out = []
     for at, what, actor, ev in rows:

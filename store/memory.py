@@ -476,10 +476,21 @@ class Memory:
                 "as_of", f"note {note_id} was recorded at {note.recorded_at.isoformat()}, after as_of"
             )
         members = folded.chain(note_id).members
+        # an edge into the chain from a note its fold does not reach (a dependant, a note said to state
+        # another fact) shows once that note is read too
+        reader = self.reader(note.scope)
+        linked = reader.linked_from(members) - folded.notes.keys()
+        if linked:
+            folded = self._load(note.scope, at, [note, *reader.found(sorted(linked)).values()])
+        chain = build_chain(folded, note_id)
+        in_chain = {*members, *(p.id for p in chain.prerequisites)}
+        events = folded.events_of(members)
+        named = {i for e in events for i in (e.src, e.dst) if i in folded.notes and i not in in_chain}
         return NoteHistory(
             note=note_view(note, folded),
-            chain=build_chain(folded, note_id),
-            events=[event_view(e, folded) for e in folded.events_of(members)],
+            chain=chain,
+            events=[event_view(e, folded) for e in events],
+            related=[note_view(folded.notes[i], folded) for i in sorted(named)],
         )
 
     @_operation

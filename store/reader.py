@@ -46,6 +46,17 @@ class ScopeReader:
         notes = self.graphs.notes_of(self.scope, wanted, self._notes_and_their_vectors)
         return {i: notes[i] for i in ids if i in notes}
 
+    def linked_from(self, note_ids: Iterable[str]) -> set[str]:
+        """The notes with an edge to one of these notes, whatever its kind: a dependant, a note said to
+        state another fact, a correction (graph.py keeps every edge naming a note)."""
+        graph = self.graphs.get(self.scope)
+        return {
+            e.src
+            for note_id in note_ids
+            for event_id in graph.naming.get(note_id, ())
+            if (e := graph.events[event_id]).src is not None and e.dst == note_id
+        }
+
     def fold(self, around: Sequence[Note], at: datetime) -> Fold:
         """The fold at `at` of the chains and prerequisites of `around` (notes already read) and of
         `also`, from the scope's graph, refreshed after those reads (graph.py says why), with the notes

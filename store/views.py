@@ -200,6 +200,11 @@ class NoteHistory(BaseModel):
     note: NoteView
     chain: Chain
     events: list[EventView] = Field(description="Every lifecycle event of the chain, oldest first.")
+    related: list[NoteView] = Field(
+        default_factory=list,
+        description="The notes its events name that the chain does not show: a note that depends on one of "
+        "its notes or is said to state another fact, a prerequisite replaced since.",
+    )
 
 
 class Forgotten(BaseModel):

@@ -205,6 +205,27 @@ async def test_history_lists_every_event_with_who_when_why(client: Client) -> No
     ]
 
 
+async def test_history_of_a_note_shows_the_edges_other_notes_point_at_it_with_those_notes(client: Client) -> None:
+    """A dependant's depends_on and a distinct note's edge are in the history of the note they name, not
+    only in their own, and the notes they come from are listed beside the chain."""
+    proxy = (await call(client, "remember", text="The proxy forwards port 443 to the gateway"))["note"]
+    gateway = (await call(client, "remember", text="The gateway listens on 9090"))["note"]
+    other = (await call(client, "remember", text="The admin console listens on 9091"))["note"]
+    await call(client, "link", src_id=gateway["id"], dst_id=proxy["id"], kind="depends_on", reason="behind it")
+    await call(client, "link", src_id=other["id"], dst_id=gateway["id"], kind="distinct", reason="another service")
+    h = await call(client, "history", note_id=gateway["id"])
+    assert {(e["kind"], e["src"], e["dst"]) for e in h["events"]} == {
+        ("depends_on", gateway["id"], proxy["id"]),
+        ("distinct", other["id"], gateway["id"]),
+    }
+    assert [n["id"] for n in h["related"]] == [other["id"]]  # the proxy arrives as the chain's prerequisite
+    h = await call(client, "history", note_id=proxy["id"])
+    assert [(e["kind"], e["src"]) for e in h["events"]] == [("depends_on", gateway["id"])]
+    assert [n["text"] for n in h["related"]] == ["The gateway listens on 9090"]
+    text = (await client.call_tool("history", {"note_id": proxy["id"]})).content[0].text
+    assert "Other notes these events name:" in text and "The gateway listens on 9090" in text
+
+
 async def test_forget_deletes_the_note_and_its_events_and_says_what_changed(client: Client) -> None:
     old = (await call(client, "remember", text="The on-call phone is +1 555 0100"))["note"]
     new = (

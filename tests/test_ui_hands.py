@@ -214,7 +214,10 @@ def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated_until_a_per
         assert client.post("/act", data={**fields, "confirmed": "yes"}, follow_redirects=False).status_code == 303
         assert "POSSIBLY OUTDATED" not in client.get(search).text
         timeline = html.unescape(client.get(f"/chain/{new.id}").text)
-    assert f"states another fact than {old.id} because “two collections”" in timeline
+        on_old = html.unescape(client.get(f"/chain/{old.id}").text)
+    said = "said “Speaking of my hobby, I have added 25 new postcards since I started collecting …” states another "
+    said += "fact than “I have added 17 new postcards to my collection since I started collecting again.” because"
+    assert f"{said} “two collections”" in timeline and f"{said} “two collections”" in on_old  # texts on both pages
     [event] = memory.history(new.id).events
     assert (event.kind.value, event.dst, event.actor) == ("distinct", old.id, "person:Ada")
 

@@ -20,6 +20,7 @@ of two current notes that contradict each other with no edge between them. Neith
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -79,12 +80,18 @@ class Change:
     older: set[str] | frozenset[str]
     newer: set[str] | frozenset[str]
     subject: str | None = None
-    older_statement: str | None = None
+    older_statement: str | None = None  # where the values were found: the statement, or (same subject) the text
     newer_statement: str | None = None
 
     @property
     def reason(self) -> str:
-        values = f"{_values(self.older)} → {_values(self.newer)}"
+        """What changed, each side's values in the order its text says them; as many on each side are
+        paired in that order ("db-2, port 5432" → "db-7, port 5433": 2 → 7, 5432 → 5433)."""
+        older, newer = _in_order(self.older, self.older_statement), _in_order(self.newer, self.newer_statement)
+        if len(older) == len(newer) > 1:
+            values = ", ".join(f"{a} → {b}" for a, b in zip(older, newer, strict=True))
+        else:
+            values = f"{', '.join(older) or '(none)'} → {', '.join(newer) or '(none)'}"
         if self.subject is not None:
             return f"same subject {self.subject!r}; {values}"
         return f"{values} in the same statement: {_quote(self.older_statement)} → {_quote(self.newer_statement)}"
@@ -124,7 +131,7 @@ def _conflict(older: str, older_subject: str | None, newer: str, newer_subject: 
     if older_subject and newer_subject and older_subject.strip().casefold() == newer_subject.strip().casefold():
         old_values, new_values = _all_values(older), _all_values(newer)
         if old_values != new_values:
-            return Change(old_values - new_values, new_values - old_values, subject=newer_subject)
+            return Change(old_values - new_values, new_values - old_values, newer_subject, older, newer)
         return None
     return _statement_change(older, newer)
 
@@ -234,8 +241,12 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _values(values: set[str] | frozenset[str]) -> str:
-    return ", ".join(sorted(values)) if values else "(none)"
+def _in_order(values: set[str] | frozenset[str], text: str | None) -> list[str]:
+    """`values` in the order `text` first says them (any it does not say last, sorted)."""
+    first: dict[str, float] = {}
+    for position, token in enumerate(_TOKEN.findall((text or "").lower())):
+        first.setdefault(_normal(token), position)
+    return sorted(values, key=lambda v: (first.get(v, math.inf), v))
 
 
 def _quote(text: str | None, limit: int = 80) -> str:

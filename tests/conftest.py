@@ -41,7 +41,7 @@ def _loopback_only(self: socket.socket, address: Any) -> Any:
 
 @pytest.fixture(autouse=True, scope="session")
 def no_network() -> Iterator[None]:
-    socket.socket.connect = _loopback_only  # type: ignore[method-assign]
+    socket.socket.connect = _loopback_only  # type: ignore[method-assign,assignment]
     yield
     socket.socket.connect = _real_connect  # type: ignore[method-assign]
 

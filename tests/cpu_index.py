@@ -182,6 +182,7 @@ async def _serve(wheel: Path, chain_file: Path, key_file: Path, log_file: Path) 
                         writer.write(block)
                         await writer.drain()
             elif method != "HEAD":
+                assert isinstance(body, bytes)
                 writer.write(body)
             await writer.drain()
 

@@ -194,6 +194,7 @@ async def test_2026_07_28_the_call_returns_the_question_and_stores_nothing_until
         arguments = {"text": NEW, "subject": "service.port", "scope": SCOPE}
         first = await client.session.call_tool("remember", arguments, allow_input_required=True)
         assert isinstance(first, InputRequiredResult)
+        assert first.input_requests is not None
         [(key, request)] = first.input_requests.items()
         assert request.method == "elicitation/create" and old["id"] in request.params.message  # type: ignore[union-attr]
         assert person.reader.list_notes(scope=SCOPE).total == 1  # the question is asked before any write

@@ -104,7 +104,7 @@ def histories(draw: st.DrawFn) -> tuple[list[Note], list[Event]]:
             events.append(edge(kind, None, dst, i))
         elif kind is EventKind.REINSTATES:
             excluding = [e for e in events if e.kind in (EventKind.SUPERSEDES, EventKind.REVOKES)]
-            if excluding and draw(st.booleans()):
+            if len(excluding) > 0 and draw(st.booleans()):
                 dst = draw(st.sampled_from(excluding)).id
             events.append(edge(kind, None, dst, i))
         else:

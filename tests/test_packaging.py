@@ -95,7 +95,7 @@ def test_the_wheel_metadata(dist: Path) -> None:
     assert meta["Author"] == "the corrigenda authors"
     assert meta["Requires-Python"] == ">=3.11"
     assert meta["Description-Content-Type"] == "text/markdown"
-    classifiers = set(meta.get_all("Classifier"))
+    classifiers = set(meta.get_all("Classifier") or [])
     assert {
         "Development Status :: 3 - Alpha",
         "Operating System :: OS Independent",
@@ -106,15 +106,16 @@ def test_the_wheel_metadata(dist: Path) -> None:
     } <= classifiers
     assert any(c.startswith("Topic :: ") for c in classifiers)
     assert not any(c.startswith("License :: ") for c in classifiers)  # PEP 639: the expression says it
-    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
     assert set(urls) == {"Homepage", "Repository", "Issues", "Changelog"}
     assert all(u.startswith("https://github.com/corrigenda/corrigenda") for u in urls.values())
     # The long description is the README, with the line the MCP registry reads to prove ownership.
     description = meta.get_payload()
+    assert isinstance(description, str)
     assert description.strip() == (ROOT / "README.md").read_text(encoding="utf-8").strip()
     assert "<!-- mcp-name: io.github.corrigenda/corrigenda -->" in description
     # torch is named at the tested version (the uv sources route it); the rest as pyproject says.
-    requires = meta.get_all("Requires-Dist")
+    requires = meta.get_all("Requires-Dist") or []
     assert "torch==2.13.0" in requires
     assert "torch==2.13.0" in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
 

@@ -37,7 +37,7 @@ def _index_of(job: dict[str, Any], text: str) -> int:
 
 def test_the_workflow_parses_and_runs_on_a_published_release() -> None:
     workflow = _workflow()
-    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    triggers = workflow.get("on", workflow.get(True))  # type: ignore[call-overload]  # YAML 1.1 reads a bare `on` as true
     assert triggers == {"release": {"types": ["published"]}}
     assert workflow["permissions"] == {"contents": "read"}  # each job asks for more only where needed
     assert set(workflow["jobs"]) == {"build", "release-upload", "pypi-publish"}

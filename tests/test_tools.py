@@ -222,7 +222,7 @@ async def test_history_of_a_note_shows_the_edges_other_notes_point_at_it_with_th
     h = await call(client, "history", note_id=proxy["id"])
     assert [(e["kind"], e["src"]) for e in h["events"]] == [("depends_on", gateway["id"])]
     assert [n["text"] for n in h["related"]] == ["The gateway listens on 9090"]
-    text = (await client.call_tool("history", {"note_id": proxy["id"]})).content[0].text
+    text = (await client.call_tool("history", {"note_id": proxy["id"]})).content[0].text  # type: ignore[union-attr]
     assert "Other notes these events name:" in text and "The gateway listens on 9090" in text
 
 

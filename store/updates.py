@@ -85,12 +85,14 @@ class Change:
 
     @property
     def reason(self) -> str:
-        """What changed, each side's values in the order its text says them; as many on each side are
-        paired in that order ("db-2, port 5432" → "db-7, port 5433": 2 → 7, 5432 → 5433)."""
-        older, newer = _in_order(self.older, self.older_statement), _in_order(self.newer, self.newer_statement)
-        if len(older) == len(newer) > 1:
-            values = ", ".join(f"{a} → {b}" for a, b in zip(older, newer, strict=True))
+        """What changed: each old value with the new one of the same unit, where the units say which
+        ("8 cores, 16 GB" → "32 GB, 4 cores": 8 → 4, 16 → 32); else each side's values in the order its
+        text says them."""
+        pairs = _paired(self.older, self.older_statement, self.newer, self.newer_statement)
+        if pairs is not None:
+            values = ", ".join(f"{a} → {b}" for a, b in pairs)
         else:
+            older, newer = _in_order(self.older, self.older_statement), _in_order(self.newer, self.newer_statement)
             values = f"{', '.join(older) or '(none)'} → {', '.join(newer) or '(none)'}"
         if self.subject is not None:
             return f"same subject {self.subject!r}; {values}"
@@ -239,6 +241,30 @@ def _is_value(token: str) -> bool:
 def _stem(word: str) -> str:
     word = word.replace("’", "'").removesuffix("'s")
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _paired(
+    older: set[str] | frozenset[str], older_text: str | None, newer: set[str] | frozenset[str], newer_text: str | None
+) -> list[tuple[str, str]] | None:
+    """Each of several old values with the new value of the same unit (the word right after it: "8
+    cores" and "4 cores"), in the older text's order; None unless each unit names one value a side."""
+    if len(older) != len(newer) or len(older) < 2 or older_text is None or newer_text is None:
+        return None
+    old_units, new_units = _units(older, older_text), _units(newer, newer_text)
+    if len(set(old_units.values())) < len(older) or set(old_units.values()) != set(new_units.values()):
+        return None
+    by_unit = {unit: value for value, unit in new_units.items()}
+    return [(value, by_unit[old_units[value]]) for value in _in_order(older, older_text)]
+
+
+def _units(values: set[str] | frozenset[str], text: str) -> dict[str, str]:
+    """Each of `values` with the token right after where `text` first says it (END at its end)."""
+    tokens = [_normal(t) for t in _TOKEN.findall(text.lower())]
+    units: dict[str, str] = {}
+    for i, token in enumerate(tokens):
+        if token in values and token not in units:
+            units[token] = tokens[i + 1] if i + 1 < len(tokens) else END
+    return units
 
 
 def _in_order(values: set[str] | frozenset[str], text: str | None) -> list[str]:

@@ -411,9 +411,9 @@ def test_an_outdated_chain_names_the_newest_conflicting_note_and_on_a_tie_the_ch
     assert len(found) >= 15 and len({o.by for o in unlinked_conflicts(chains).values()}) >= 2
 
 
-def test_a_likely_update_says_which_value_became_which_in_the_order_the_texts_say_them(memory: Memory) -> None:
-    """Two values changed in one statement: each old value is paired with the new one in its place, not
-    listed as two sorted sets ("2, 5432 → 5433, 7")."""
+def test_a_likely_update_pairs_each_old_value_with_the_new_one_of_its_unit(memory: Memory) -> None:
+    """Two values changed in one statement: each old value is paired with the new one of the same unit (the
+    word after it), whatever the order, not listed as two sorted sets ("2, 5432 → 5433, 7")."""
     memory.remember(Draft(text="The staging database runs on host db-2, port 5432", at=T0))
     new = memory.remember(Draft(text="The staging database moved to host db-7, port 5433", at=T0 + timedelta(days=1)))
     assert new.likely_updates[0].reason.startswith("2 → 7, 5432 → 5433 in the same statement")
@@ -421,3 +421,6 @@ def test_a_likely_update_says_which_value_became_which_in_the_order_the_texts_sa
     assert same.likely_updates == []
     newer = memory.remember(Draft(text="cache: 45 s, 4 shards", subject="cache", at=T0 + timedelta(days=3)))
     assert newer.likely_updates[0].reason == "same subject 'cache'; 30 → 45, 2 → 4"
+    memory.remember(Draft(text="The build box has 8 cores and 16 GB", subject="box", at=T0 + timedelta(days=4)))
+    box = memory.remember(Draft(text="The build box has 32 GB and 4 cores", subject="box", at=T0 + timedelta(days=5)))
+    assert box.likely_updates[0].reason == "same subject 'box'; 8 → 4, 16 → 32"

@@ -352,7 +352,8 @@ async def why_excluded(
 
 @tool(READ_ONLY, "Note history", mcp_app.CHAINS_TOOL_META)
 async def history(ctx: Context, note_id: NoteId, as_of: AsOf = None) -> Annotated[CallToolResult, NoteHistory]:
-    """Show one note with its whole chain and every lifecycle event (who, when, why), oldest first."""
+    """Show one note with its whole chain and every lifecycle event (who, when, why), oldest first, with
+    the edges other notes point at it (a note that depends on it or states another fact) and those notes."""
     await permit_ids(ctx, "history", [note_id], write=False)
     r = await call(ctx, "history", lambda m: m.history(note_id=note_id, as_of=as_of))
     return tool_result(r, render.history(r))

@@ -202,7 +202,8 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
     async def search(where: h.Here) -> Response:
         r: RecallResult = await store(lambda: memory.recall(where.q, where.scope, as_of=where.as_of))
         summary = f'<p class="summary">{len(r.chains)} chain(s), {r.used_tokens}/{r.budget_tokens} tokens.</p>'
-        body = summary + "".join(h.chain_card(where, c) for c in r.chains)
+        settle = where.as_of is None and where.may_write(where.scope)  # a mark's two answers, where one may write
+        body = summary + "".join(h.chain_card(where, c, settle=settle) for c in r.chains)
         if not r.chains:
             body += f"<p>Nothing in scope <b>{h.e(where.scope)}</b> matches.</p>"
         return page(where, f"“{where.q}”", body)
@@ -368,7 +369,8 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         back = where.chain_url(note_id)
         actor = person(request)
         if form.get("confirmed") != "yes":
-            question = describe(action, form, before, reason, actor)
+            other = await store(lambda: memory.history(field(form, "dst_id")).note) if action == "link" else None
+            question = describe(action, form, before, reason, actor, other)
             kept = {
                 k: str(v) for k, v in form.items() if k in ("action", "note_id", "reason", "text", "kind", "dst_id")
             }
@@ -376,7 +378,9 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         landed = await store(lambda: perform(action, form, note_id, reason, actor))
         return RedirectResponse(f"{where.base}/{'note' if action == 'forget' else 'chain'}/{landed}?done={action}", 303)
 
-    def describe(action: str, form: FormData, before: NoteHistory, reason: str, person: str) -> str:
+    def describe(
+        action: str, form: FormData, before: NoteHistory, reason: str, person: str, other: NoteView | None = None
+    ) -> str:
         said = f"“{h.e(h.short(before.note.text, 200))}”"
         as_who = f"It is recorded as done by {h.who(person)}, because “{h.e(reason)}”."
         if action == "correct":
@@ -390,7 +394,8 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
             if kind is None:
                 *others, last = h.LINK_WORDS
                 raise Refused(f"kind: must be {', '.join(others)} or {last}")
-            return f"Record that {said} {kind} note {h.e(field(form, 'dst_id'))}? {as_who}"
+            assert other is not None
+            return f"Record that {said} {kind} “{h.e(h.short(other.text, 200))}” ({h.e(other.id)})? {as_who}"
         if action == "forget":
             return (f'<b class="danger">Erase {said} for good?</b> Its text is deleted from the store and '
                     f"cannot be brought back; the events that name it go too. {as_who}")  # fmt: skip

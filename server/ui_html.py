@@ -171,8 +171,9 @@ STATUS_WORDS = {
 }
 
 
-def chain_card(here: Here, c: Chain, hands: bool = False) -> str:
-    """A chain as recall delivers it: NOW, NEEDS, HISTORY; with `hands`, each note's forms under it."""
+def chain_card(here: Here, c: Chain, hands: bool = False, settle: bool = False) -> str:
+    """A chain as recall delivers it: NOW, NEEDS, HISTORY; with `hands`, each note's forms under it; with
+    `settle`, a possibly outdated chain's two answers (the newer note replaces it, or states another fact)."""
     items = [note_line(here, h, "NOW", hands_for_head(here, h) if hands else "") for h in c.heads]
     items += [note_line(here, p, "NEEDS") for p in c.prerequisites]
     items += [f'<li class="note needs"><span class="label">NEEDS</span> {e(i)} (in another chain)</li>'
@@ -184,10 +185,13 @@ def chain_card(here: Here, c: Chain, hands: bool = False) -> str:
     suspect = ""
     if c.possibly_outdated_by:  # recall saw a newer current note state another value, with no edge between them
         why = f" ({e(c.outdated_reason)})" if c.outdated_reason else ""
+        answers = settle and len(c.heads) == 1
         suspect = (
             f'<p class="suspect">POSSIBLY OUTDATED by <a href="{here.chain_url(c.possibly_outdated_by)}">a newer note</a>'
-            f"{why}: nothing links the two. If it does replace this one, correct or link it.</p>"
-        )
+            f"{why}: nothing links the two. "
+            + ("Say which it is:</p>" + hands_for_suspect(here, c.possibly_outdated_by, c.heads[0].id) if answers
+               else "If it does replace this one, correct or link it.</p>")
+        )  # fmt: skip
     return (
         f'<section class="chain {e(c.status.value)}"><h2><a href="{here.chain_url(c.chain_id)}">{e(title_of(c))}</a> '
         f'<span class="status">{e(status)}</span></h2>{suspect}<ul>{"".join(items)}</ul>{more}</section>'
@@ -274,6 +278,24 @@ def hands_for_head(here: Here, n: NoteView) -> str:
         + _form(here, "revoke", n.id, "Revoke")
         + _form(here, "link", n.id, "Link", link)
         + _form(here, "forget", n.id, "Forget (erase)", "", danger=True)
+        + "</div>"
+    )
+
+
+def hands_for_suspect(here: Here, newer: str, older: str) -> str:
+    """The two answers to a possibly outdated mark: link the newer note to the older as `supersedes`, or
+    as `distinct`; each asks for a reason and a confirmation, as every hand does."""
+
+    def answer(kind: str, label: str) -> str:
+        inner = (
+            f'<input type="hidden" name="dst_id" value="{e(older)}"><input type="hidden" name="kind" value="{kind}">'
+        )
+        return _form(here, "link", newer, label, inner)
+
+    return (
+        '<div class="hands">'
+        + answer("supersedes", "The newer note replaces it")
+        + answer("distinct", "They are different facts")
         + "</div>"
     )
 

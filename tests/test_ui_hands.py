@@ -210,7 +210,8 @@ def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated_until_a_per
         fields = {"action": "link", "note_id": new.id, "dst_id": old.id, "kind": "distinct",
                   "reason": "two collections", "csrf": token}  # fmt: skip
         asked = client.post("/act", data=fields)
-        assert "states another fact than note" in asked.text
+        question = "states another fact than “I have added 17 new postcards to my collection since I started "
+        assert f"{question}collecting again.” ({old.id})" in html.unescape(asked.text)  # both notes in words
         assert client.post("/act", data={**fields, "confirmed": "yes"}, follow_redirects=False).status_code == 303
         assert "POSSIBLY OUTDATED" not in client.get(search).text
         timeline = html.unescape(client.get(f"/chain/{new.id}").text)
@@ -220,6 +221,35 @@ def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated_until_a_per
     assert f"{said} “two collections”" in timeline and f"{said} “two collections”" in on_old  # texts on both pages
     [event] = memory.history(new.id).events
     assert (event.kind.value, event.dst, event.actor) == ("distinct", old.id, "person:Ada")
+
+
+@pytest.mark.parametrize(("answer", "kind"), [("They are different facts", "distinct"),
+                                             ("The newer note replaces it", "supersedes")])  # fmt: skip
+def test_a_possibly_outdated_mark_in_a_search_is_settled_by_a_person_from_the_search(
+    memory: Memory, answer: str, kind: str
+) -> None:
+    """Each answer under the mark is a link form (the newer note → the older) that asks for a reason and
+    a confirmation; afterwards the mark is gone, and the older note is current (different facts) or
+    history (replaced). A search as of a past time offers no answers."""
+    old = memory.remember(Draft(text="The office opens at 8:00 on weekdays.", subject="office.hours"), scope="ops")
+    new = memory.remember(Draft(text="The office opens at 9:00 on weekdays.", subject="office.hours"), scope="ops")
+    search = "/?scope=ops&q=When+does+the+office+open%3F"
+    with browse(memory) as client:
+        page = html.unescape(client.get(search).text)
+        assert "POSSIBLY OUTDATED" in page and "They are different facts" in page and "replaces it" in page
+        assert "They are different facts" not in client.get(f"{search}&as_of=2999-01-01T00:00:00").text
+        form = next(f for f in page.split("<form")[1:] if f"{answer}…</button>" in f)
+        fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+        assert (fields["note_id"], fields["dst_id"], fields["kind"]) == (new.note.id, old.note.id, kind)
+        asked = client.post("/act", data={**fields, "reason": "said by Ada"})
+        assert "Confirm" in asked.text and memory.history(old.note.id).events == []  # nothing written yet
+        done = client.post("/act", data={**fields, "reason": "said by Ada", "confirmed": "yes"}, follow_redirects=False)
+        assert done.status_code == 303
+        assert "POSSIBLY OUTDATED" not in client.get(search).text
+    [event] = memory.history(old.note.id).events
+    assert (event.kind.value, event.src, event.actor) == (kind, new.note.id, "person:Ada")
+    state = memory.history(old.note.id).note.state.value
+    assert state == ("active" if kind == "distinct" else "superseded")
 
 
 ADA, BOB = "ada-token-0123456789abcdef", "bob-token-0123456789abcdef"

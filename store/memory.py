@@ -55,8 +55,8 @@ from .where import check_scope
 log = logging.getLogger(__name__)
 
 SIMILAR_SHOWN = 5
-SCOPES_NAMED = 5
-CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and compaction  # the nearest scopes an error about an unknown scope names
+SCOPES_NAMED = 5  # the nearest scopes an error about an unknown scope names
+CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and compaction
 # A remember's similar-notes search takes this many hits from each retriever (a recall takes
 # `per_retriever`, 20): enough for SIMILAR_SHOWN current ones and for the note's identical twin, which
 # is its closest match densely and by words; each hit is a row read and its chain folded.

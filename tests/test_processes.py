@@ -187,3 +187,31 @@ async def test_a_running_server_sees_another_process_writes_at_once(db: str) -> 
         revoked = await call(reader, "revoke", note_id=new["note"]["id"], reason="migration was cancelled")
         assert revoked["chain"]["heads"][0]["id"] == old["id"]
         assert (await call(writer, "history", note_id=old["id"]))["note"]["state"] == "active"
+
+
+# A program that uses the store without closing it, and ends while a compaction it set off runs.
+EXIT_WHILE_COMPACTING = """
+import sys, threading
+from corrigenda.store import Draft, Memory
+memory = Memory(sys.argv[1])
+memory.import_notes([Draft(text=f"service {i} listens on port {8000 + i}") for i in range(200)])
+for i in range(100):
+    memory.remember(Draft(text=f"service {i} moved to port {9000 + i}"))
+    if any(t.name == "corrigenda-compact" for t in threading.enumerate()):
+        print("exiting while it compacts", flush=True)
+        break
+"""
+
+
+def test_a_program_that_ends_while_its_store_compacts_exits_cleanly(tmp_path: Path) -> None:
+    """The interpreter waits for the compaction (as `Memory.close` would) instead of stopping its thread
+    inside Lance, which aborted the process in about half of such exits. Three programs at once."""
+    programs = [
+        subprocess.Popen([sys.executable, "-c", EXIT_WHILE_COMPACTING, str(tmp_path / f"store{i}")],
+                         env={**ENV, "PYTHONWARNINGS": "ignore"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for i in range(3)
+    ]  # fmt: skip
+    for program in programs:
+        out, err = program.communicate(timeout=300)
+        assert b"exiting while it compacts" in out
+        assert program.returncode == 0, err.decode(errors="replace")[-2000:]

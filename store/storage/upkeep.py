@@ -3,9 +3,11 @@ process at a time, and how a process that stops lets the upkeep under way finish
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING
@@ -23,6 +25,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Every store of this process, so that its background work can end before the interpreter does
+_STORES: weakref.WeakSet[Upkeep] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """At the interpreter's exit, before it stops the daemon threads: let each store's compaction and
+    erasures end (`finish_upkeep`), as `Memory.close` would. A process that exits while one of them is
+    inside Lance's native code aborts; the writes stay safe, but the program ends with a crash."""
+    for store in list(_STORES):
+        if not store.finish_upkeep():
+            log.warning("exiting while %s's upkeep is still under way", store.uri)
+
 
 class Upkeep(Erasure):
     """The upkeep of one store's tables: compaction and erasure, started by its writes."""
@@ -36,6 +51,7 @@ class Upkeep(Erasure):
         remote = self.remote
         self._compact_at = limits.COMPACT_AT_FRAGMENTS_REMOTE if remote else limits.COMPACT_AT_FRAGMENTS
         self._check_every = limits.UPKEEP_CHECK_EVERY_REMOTE if remote else limits.UPKEEP_CHECK_EVERY
+        _STORES.add(self)
 
     def after_write(self) -> None:
         """Called after each write: every UPKEEP_CHECK_EVERY writes, a thread looks whether upkeep is due,

@@ -157,7 +157,7 @@ def _statements(text: str) -> tuple[_Statement, ...]:
     if not _MAY_HOLD_VALUE.search(text.lower()):
         return ()
     for part in _SENTENCE.split(text):
-        tokens = [_normal(t) for t in _TOKEN.findall(part.lower())]
+        tokens = _tokens(part)
         values = frozenset(t for t in tokens if _is_value(t))
         if not values:
             continue
@@ -220,7 +220,12 @@ def _frame_weight(word: str) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def _all_values(text: str) -> frozenset[str]:
-    return frozenset(t for t in (_normal(t) for t in _TOKEN.findall(text.lower())) if _is_value(t))
+    return frozenset(t for t in _tokens(text) if _is_value(t))
+
+
+def _tokens(text: str) -> list[str]:
+    """A text's words and values, lower-cased and normalised (`_normal`), in order."""
+    return [_normal(t) for t in _TOKEN.findall(text.lower())]
 
 
 def _normal(token: str) -> str:
@@ -259,7 +264,7 @@ def _paired(
 
 def _units(values: set[str] | frozenset[str], text: str) -> dict[str, str]:
     """Each of `values` with the token right after where `text` first says it (END at its end)."""
-    tokens = [_normal(t) for t in _TOKEN.findall(text.lower())]
+    tokens = _tokens(text)
     units: dict[str, str] = {}
     for i, token in enumerate(tokens):
         if token in values and token not in units:
@@ -270,8 +275,8 @@ def _units(values: set[str] | frozenset[str], text: str) -> dict[str, str]:
 def _in_order(values: set[str] | frozenset[str], text: str | None) -> list[str]:
     """`values` in the order `text` first says them (any it does not say last, sorted)."""
     first: dict[str, float] = {}
-    for position, token in enumerate(_TOKEN.findall((text or "").lower())):
-        first.setdefault(_normal(token), position)
+    for position, token in enumerate(_tokens(text or "")):
+        first.setdefault(token, position)
     return sorted(values, key=lambda v: (first.get(v, math.inf), v))
 
 

@@ -395,6 +395,38 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     assert {n.scope for n in memory.tables.notes(h.id for h in small).values()} == {"small"}
 
 
+def test_a_scope_alone_in_its_store_never_finds_another_scopes_notes_written_since(
+    memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A scope that held every note when counted is searched without its filter (search.py): notes of
+    another scope that another process writes since, and that match better, are never among its hits,
+    and the scope's own best still are, for the searches, recall and a recall as of a past time."""
+    ours = [
+        memory.remember(Draft(text=text), scope="ops").note.id
+        for text in ("The billing export runs nightly on host 3", "Backups of the billing database go to tape")
+    ]
+    query = "where does the billing export run"
+    vector = embedder.embed([query])[0]
+    assert {h.id for h in memory.tables.vector_search(vector, "ops", None, 20)} == set(ours)  # counted: alone
+    before = datetime.now(UTC)
+
+    other = Memory(memory.tables.uri, embedder)  # another process: this one's count does not see its notes
+    theirs = {
+        other.remember(Draft(text=f"The billing export runs nightly on host {i}"), scope="finance").note.id
+        for i in range(4, 30)
+    }
+    memory.tables.refresh()
+
+    for at in (None, before):
+        dense = memory.tables.vector_search(vector, "ops", at, 20)
+        words = memory.tables.text_search(query, "ops", at, 20)
+        assert {h.id for h in dense} == set(ours) and {h.id for h in words} <= set(ours)
+        assert ours[0] in {h.id for h in words}
+    found = {h.id for c in memory.recall(query, scope="ops").chains for h in c.heads}
+    assert found == set(ours) and not found & theirs
+    assert {h.id for c in memory.recall(query, scope="finance").chains for h in c.heads} <= theirs
+
+
 def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_the_table_grows(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,18 +31,35 @@ class Search(Handles):
         super().__init__(uri, storage_options)
         self._vector_indexed = False
         self._vector_index_checked = -limits.SCOPE_SIZE_TTL  # time.monotonic() of the last look
-        self._scope_rows: dict[str, tuple[float, int]] = {}  # scope -> (when counted, notes)
+        self._counted: dict[str, tuple[float, int, int]] = {}  # scope -> (when counted, its notes, the table's)
 
     def _search(
-        self, table: Table, columns: list[str], clause: str, **search: Any
+        self, table: Table, columns: list[str], scope: str, at: datetime | None, **search: Any
     ) -> tuple[list[tuple[dict[str, Any], np.ndarray | None]], LanceDataset]:
-        """A search's hits (the first row of each id), each with its stored embedding where the store
-        reads them along (`reads_vectors_along`); and the version searched."""
+        """A search's hits in `scope` recorded by `at` (the first row of each id), each with its stored
+        embedding where the store reads them along (`reads_vectors_along`); and the version searched.
 
+        A scope that held every note of the table when last counted (`_alone`: a store of one scope) is
+        searched without its filter, a prefilter each search would otherwise build over every row. Its
+        hits are then checked: if the table's best are all of the scope, they are the scope's best; if
+        one is not (another scope's notes came since the count), the scope is searched again with its
+        filter, and counted again at its next search."""
+        if self._alone(table, scope):
+            rows, view = self._search_where(
+                table, [*columns, "scope"], None if at is None else where.recorded_by(at), **search
+            )
+            if all(row["scope"] == scope for row, _ in rows):
+                return rows, view
+            self._counted.pop(scope, None)
+        return self._search_where(table, columns, where.in_scope(scope, at), **search)
+
+    def _search_where(
+        self, table: Table, columns: list[str], clause: str | None, **search: Any
+    ) -> tuple[list[tuple[dict[str, Any], np.ndarray | None]], LanceDataset]:
         def read() -> tuple[pa.Table, LanceDataset]:
             view = self.view(table)
             columns_read = [*columns, *self._vector_column]
-            return view.to_table(columns=columns_read, filter=clause, prefilter=True, **search), view
+            return view.to_table(columns=columns_read, filter=clause, prefilter=clause is not None, **search), view
 
         found, view = self._read(read)
         return _rows_with_vectors(found), view
@@ -197,7 +214,7 @@ class Search(Handles):
             nearest["use_index"] = False
         else:
             nearest["nprobes"] = limits.VECTOR_PROBES
-        rows, view = self._search(table, ["id", "dense_ok", "_distance"], where.in_scope(scope, at), nearest=nearest)
+        rows, view = self._search(table, ["id", "dense_ok", "_distance"], scope, at, nearest=nearest)
         if rows and rows[0][1] is not None:  # exact, from the stored vectors read along
             similarities = _cosines(query, [stored for _, stored in rows])
         elif not exact and _wholly_indexed(view):  # on a bucket: reading the hits' vectors is a request each
@@ -232,11 +249,29 @@ class Search(Handles):
             self._vector_indexed = _has_vector_index(table)
             if not self._vector_indexed:
                 return True
-        checked, rows = self._scope_rows.get(scope, (-limits.SCOPE_SIZE_TTL, 0))
+        return self._count(table, scope)[0] < limits.VECTOR_INDEX_AT
+
+    def _alone(self, table: Table, scope: str) -> bool:
+        """Whether `scope` held every note of the table when last counted: no other scope has notes. Not
+        asked on an object store, where counting costs requests and a filter none."""
+        if self.remote:
+            return False
+        ours, all_notes = self._count(table, scope)
+        return ours == all_notes
+
+    def _count(self, table: Table, scope: str) -> tuple[int, int]:
+        """The notes of `scope` and of the whole table, counted at most once each SCOPE_SIZE_TTL."""
+        now = time.monotonic()
+        checked, ours, all_notes = self._counted.get(scope, (-limits.SCOPE_SIZE_TTL, 0, -1))
         if now - checked >= limits.SCOPE_SIZE_TTL:
-            rows = self._read(lambda: self.view(table).count_rows(where.scope_is(scope)))
-            self._scope_rows[scope] = (now, rows)
-        return rows < limits.VECTOR_INDEX_AT
+
+            def count() -> tuple[int, int]:
+                view = self.view(table)
+                return view.count_rows(where.scope_is(scope)), view.count_rows()
+
+            ours, all_notes = self._read(count)
+            self._counted[scope] = (now, ours, all_notes)
+        return ours, all_notes
 
     def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[Hit]:
         """The `limit` notes of a scope that match `query`'s words best, by full-text score (see `Hit`)."""
@@ -246,9 +281,8 @@ class Search(Handles):
         if table is None or not query.strip():
             return []
         found, _ = self._search(
-            table, ["id", "_score", "dense_ok"], where.in_scope(scope, at),
-            full_text_query=MatchQuery(query, "text"), limit=limit,
-        )  # fmt: skip
+            table, ["id", "_score", "dense_ok"], scope, at, full_text_query=MatchQuery(query, "text"), limit=limit
+        )
         return [Hit(row["id"], float(row["_score"]), row["dense_ok"], _readable(row, stored)) for row, stored in found]
 
     def count(self) -> dict[str, int]:

@@ -83,7 +83,7 @@ class Change:
     older_statement: str | None = None  # where the values were found: the statement, or (same subject) the text
     newer_statement: str | None = None
 
-    @property
+    @functools.cached_property  # recall finds the same changes again (`_conflict` keeps them)
     def reason(self) -> str:
         """What changed: each old value with the new one of the same unit, where the units say which
         ("8 cores, 16 GB" → "32 GB, 4 cores": 8 → 4, 16 → 32); else each side's values in the order its
@@ -295,7 +295,11 @@ class Outdated:
     chain_id: str
     by: str  # the newer note
     by_chain: str
-    reason: str
+    change: Change
+
+    @property
+    def reason(self) -> str:  # worked out for the chains marked, not for every pair found
+        return self.change.reason
 
 
 def unlinked_conflicts(
@@ -330,7 +334,7 @@ def unlinked_conflicts(
             change = conflict(older, newer)
             if change is not None:
                 chain_id = current[chain].chain_id
-                outdated[chain_id] = Outdated(chain_id, newer.id, current[newer_chain].chain_id, change.reason)
+                outdated[chain_id] = Outdated(chain_id, newer.id, current[newer_chain].chain_id, change)
                 break
     return outdated
 

@@ -41,7 +41,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -417,19 +417,35 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
             raise Refused(f"action: {action!r} is not one of correct, revoke, reinstate, link, forget")
         return note_id
 
+    def plain(request: Request) -> h.Here:
+        """Where a page that reads nothing stands: the scope asked for, else the project's."""
+        return h.Here(
+            base=request.scope.get("root_path", "").rstrip("/"), scope=request.query_params.get("scope") or default_scope,
+            as_of=None, q="", csrf=csrf,
+        )  # fmt: skip
+
     def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def respond(request: Request) -> Response:
             try:
                 return await handler(request)  # type: ignore[no-any-return]
             except Refused as exc:
-                where = h.Here(
-                    base=request.scope.get("root_path", "").rstrip("/"), scope=request.query_params.get("scope") or default_scope,
-                    as_of=None, q="", csrf=csrf,
-                )  # fmt: skip
                 body = f'<p class="error">{h.e(exc)}</p><p>Nothing was changed.</p>'
-                return page(where, "Cannot do that", body, exc.status)
+                return page(plain(request), "Cannot do that", body, exc.status)
 
         return respond
+
+    async def no_such_page(request: Request, exc: Exception) -> Response:
+        """A mistyped or outdated address: a page with the way back, not a bare "Not Found" (a missing
+        file under /static, which no person opens, stays a bare 404)."""
+        if request.scope.get("root_path", "").endswith("/static"):
+            return PlainTextResponse("Not Found", 404)
+        where = plain(request)
+        body = (
+            f'<p class="error">There is no page at <code>{h.e(request.url.path)}</code>.</p>'
+            f'<p>Search above, or start from <a href="{where.url("/")}">the first page</a> or '
+            f'<a href="{where.url("/scopes")}">all scopes</a>.</p>'
+        )
+        return page(where, "No such page", body, 404)
 
     return Starlette(
         routes=[
@@ -442,6 +458,7 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
             Route("/act", guarded(act), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
+        exception_handlers={404: no_such_page},
         middleware=[
             Middleware(Headers),
             Middleware(Gate, security=transport_security(settings, settings.ui_port), grants=grants),

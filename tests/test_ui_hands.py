@@ -90,6 +90,16 @@ def test_a_forgotten_notes_page_says_when_and_why_and_shows_no_text(seeded: tupl
     assert unknown.status_code == 404 and "no note with id" in unknown.text
 
 
+def test_an_address_with_no_page_answers_404_with_the_way_back(seeded: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = seeded
+    for path in ("/scope/ops", "/chains/n_x?q=<b>"):
+        answer = client.get(path)
+        assert answer.status_code == 404 and answer.headers["content-type"].startswith("text/html"), path
+        assert "<h1>No such page</h1>" in answer.text and 'href="/">the first page' in answer.text, path
+        assert "<b>" not in answer.text.split("There is no page at")[1].split("</p>")[0], path  # escaped
+    assert client.get("/static/nothing.css").status_code == 404
+
+
 def test_every_answer_forbids_scripts_framing_and_sniffing(seeded: tuple[TestClient, dict[str, str]]) -> None:
     client, ids = seeded
     for path in ("/", f"/chain/{ids['new']}", "/note/n_" + "0" * 26, "/static/ui.css", "/static/favicon.svg"):

@@ -184,7 +184,10 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         counts = ", ".join(f"{n} {s.value}" for s, n in current.counts.items() if n)
         notes = "".join(current_line(where, n) for n in current.notes) or "<li>No current notes.</li>"
         more = f'<p><a href="{where.url("/notes", scope=where.scope, state="current")}">All {current.total} current notes</a></p>'
-        recent = "".join(change_line(where, c) for c in changed.changes) or "<li>None in the last 7 days.</li>"
+        recent = (
+            "".join(change_line(where, c) for c in changed.changes)
+            or "<li>Nothing corrected, revoked, reinstated or forgotten in the last 7 days.</li>"
+        )
         body = (
             f"<p>{counts}. Search above, or open a note to see its chain and fix it.</p>"
             f'<h2>Current notes, newest first</h2><ul class="notes">{notes}</ul>{more}'

@@ -56,6 +56,7 @@ def test_it_opens_on_the_projects_scope_else_on_the_most_recently_changed_one(me
         landing = client.get("/")
         assert landing.status_code == 200
         assert "<h1>Scope newer</h1>" in landing.text and "Deploys go through Argo CD" in landing.text
+        assert "Nothing corrected, revoked, reinstated or forgotten in the last 7 days" in landing.text  # not "none"
         named = client.get("/?scope=nothing-here")
         assert named.status_code == 200 and "Scope <b>nothing-here</b> holds nothing yet" in named.text
     memory.remember(Draft(text="This project builds with uv"), scope="mine#3f2a9c")

@@ -640,6 +640,7 @@ def describe_indexes(table: Any) -> list[dict[str, Any]]:
                 "columns": list(index.columns),
                 "indexed_rows": getattr(index, "num_indexed_rows", None),
                 "unindexed_rows": getattr(index, "num_unindexed_rows", None),
+                "segments": getattr(index, "num_segments", None),  # each searched apart
             }
         )
     return found
@@ -1045,11 +1046,14 @@ def timed_links(memory: Memory, ids: Sequence[str], pairs: Sequence[tuple[int, i
 
 
 def upkeep_state(memory: Memory) -> dict[str, Any]:
-    """What upkeep has left to do: each table's fragments, and its rows outside the `id` index."""
+    """What upkeep has left to do: each table's fragments, and its rows outside the `id` index; and the
+    vector index's shape, (partitions, segments)."""
     state: dict[str, Any] = {"fragments": memory.tables.fragments()}
     for name, table in (("notes", memory.tables.notes_table()), ("events", memory.tables.events_table())):
         stats = table.index_stats("id_idx") if table is not None else None
         state[f"{name}_unindexed_rows"] = stats.num_unindexed_rows if stats is not None else None
+    notes = memory.tables.notes_table()
+    state["vector_index_shape"] = memory.tables.vector_index_shape(notes) if notes is not None else None
     return state
 
 

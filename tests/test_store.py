@@ -445,18 +445,14 @@ def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_t
 
     shapes = [grow(0, 100)]
     assert 8 <= shapes[0][0] <= 12 and shapes[0][1] == 1  # about √100 (Lance's own default would make 1)
-    for step in range(6):  # each compaction indexes its new rows as a segment of their own; merged past a few
+    for step in range(6):  # each compaction indexes its new rows as a segment of their own, then merged
         shapes.append(grow(100 + 20 * step, 20))
-    assert all(segments <= limits.VECTOR_SEGMENTS for _, segments in shapes)
-    assert max(segments for _, segments in shapes) > 1 and min(partitions for partitions, _ in shapes) >= 8
+    assert all(segments == 1 for _, segments in shapes) and min(partitions for partitions, _ in shapes) >= 8
     grown, segments = grow(220, 200)  # 420 rows: four times what it was trained on; trained again, or split
     # by Lance past its partition size: about √420 (20), within three times: Lance's k-means samples at
     # random and splits partitions past its size, and a CI run got 43 partitions (the failure this
     # guards against is Lance's own shape, a handful of partitions for the whole table, or one a row)
-    assert 16 <= grown <= 61 and segments <= limits.VECTOR_SEGMENTS
-    # one segment once trained again, unless Lance's splits already gave it the partitions 420 rows
-    # want (the retraining rule, store/storage/indexes.py; a CI run got 24 partitions in 2 segments)
-    assert segments == 1 or limits.VECTOR_RETRAIN_GROWTH * grown**2 > 420
+    assert 16 <= grown <= 61 and segments == 1
     vector = memory.embedder.embed(["which host serves the billing export?"])[0]
     found = memory.tables.vector_search(vector, "s", None, 20)
     assert len(found) == 20 and {n.scope for n in memory.tables.notes(h.id for h in found).values()} == {"s"}

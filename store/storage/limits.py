@@ -72,8 +72,10 @@ VECTOR_PROBES = 50
 # keeps the partitions it was trained with; a default merge re-derives them from 8,192 rows a partition
 # (a 100k-note store had 17 segments of 5 partitions: every search scanned all of it). So the index is
 # made with a partition size, its segments are merged past VECTOR_SEGMENTS, and it is trained again
-# once the table has grown to VECTOR_RETRAIN_GROWTH times the rows it was trained on.
-VECTOR_SEGMENTS = 4
+# once the table has grown to VECTOR_RETRAIN_GROWTH times the rows it was trained on. A search probes
+# each segment apart, as many partitions in each, however few rows it holds: so every compaction
+# leaves one segment (a merge keeps the partitions).
+VECTOR_SEGMENTS = 1
 VECTOR_RETRAIN_GROWTH = 4
 # How long a count of a scope's notes (or the absence of a vector index) is trusted.
 SCOPE_SIZE_TTL = 30.0

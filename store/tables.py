@@ -14,7 +14,8 @@ below it:
   URI's storage is; retry.py: what is tried again, and how.
 - indexes.py, then handles.py (opening the tables, their views and the version rules; lease.py: the
   lock and the lease).
-- search.py (the reads), and, on a branch of their own, compaction.py, erasure.py and upkeep.py.
+- search.py (the reads of notes: by id, whole scopes, the two searches) and events.py (the reads of
+  edges), and, on a branch of their own, compaction.py, erasure.py and upkeep.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from .model import Event, Note
+from .storage.events import EventReads
 from .storage.schema import EVENT_SCHEMA, EVENT_STORED, EVENTS, NOTE_STORED, NOTES, Hit, ScopeRows, row_of
 from .storage.search import Search
 from .storage.upkeep import Upkeep
@@ -31,7 +33,7 @@ from .storage.upkeep import Upkeep
 __all__ = ["EVENTS", "NOTES", "Hit", "ScopeRows", "Tables"]
 
 
-class Tables(Search, Upkeep):
+class Tables(Search, EventReads, Upkeep):
     """The two tables of one store, opened lazily (importing lancedb takes about a second)."""
 
     def add_notes(

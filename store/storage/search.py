@@ -1,5 +1,5 @@
-"""Reading the tables: notes and events by id, whole scopes, and the two searches recall runs (by vector
-and by full text), all through the views of handles.py."""
+"""Reading the notes table: notes by id, whole scopes, and the two searches recall runs (by vector and
+by full text), all through the views of handles.py. The events table's reads are in events.py."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ import numpy as np
 import pyarrow as pa
 
 from .. import where
-from ..model import Event, EventKind, Note
+from ..model import Note
 from . import limits
 from .handles import Handles
 from .indexes import _has_vector_index, _wholly_indexed
-from .retry import _missing_file
-from .schema import _NOTE_COLUMNS, NOTES, Hit, ScopeRows, _from_us, event_from_row, note_from_row
+from .schema import _NOTE_COLUMNS, NOTES, Hit, ScopeRows, _from_us, note_from_row
 
 if TYPE_CHECKING:
     from lance.dataset import LanceDataset
@@ -115,57 +114,6 @@ class Search(Handles):
         rows = _rows_with_vectors(view._take_rows(list(here.values()), columns=["id", "dense_ok", "vector"]))
         return {row["id"]: _readable(row, vector) for row, vector in rows if row["id"] in here}
 
-    def events_version(self) -> int:
-        return int(self.view(self.events_table()).version)
-
-    def scope_events(self, scope: str) -> tuple[int, list[Event]]:
-        """Every event of a scope, and the table version it was read at (read first: see graph.py)."""
-        table = self.events_table()
-
-        def read() -> tuple[int, pa.Table]:
-            view = self.view(table)
-            return view.version, view.to_table(filter=where.scope_is(scope), prefilter=True)
-
-        version, rows = self._read(read)
-        return version, [event_from_row(row) for row in rows.to_pylist()]
-
-    def events_since(self, version: int, scope: str) -> tuple[int, list[Event]] | None:
-        """The events of a scope that the versions after `version` of the events table appended, up to
-        the version the view holds, with that version: what a graph read at `version` lacks. None when
-        they cannot be told from the rest, and the scope must be read whole: a version did more than
-        append, compact or bring an index up to date (a `forget` deletes), its transaction is gone, a
-        compaction rewrote what was appended since, or more than EVENTS_SINCE_MAX versions came."""
-        table = self.events_table()
-
-        def read() -> tuple[int, list[Event]] | None:
-            view = self.view(table)
-            latest = view.version
-            if not 0 <= latest - version <= limits.EVENTS_SINCE_MAX:
-                return None
-            try:
-                appended = _appended_since(view, version, latest)
-            except Exception as exc:  # a version's manifest or transaction was cleaned up
-                if not _missing_file(exc):
-                    raise
-                return None
-            if appended is None:
-                return None
-            fragments = [f for f in view.get_fragments() if {d.path for d in f.data_files()} & appended]
-            if sum(len(f.data_files()) for f in fragments) != len(appended):
-                return None  # some of it is no longer where it was appended
-            if not fragments:
-                return latest, []
-            rows = view.scanner(filter=where.scope_is(scope), fragments=fragments).to_table()
-            return latest, [event_from_row(row) for row in rows.to_pylist()]
-
-        return self._read(read)
-
-    @property
-    def catch_up_from(self) -> int:
-        """The fewest events a scope's graph holds for `events_since` to cost less than reading the
-        scope again: any on disk; CATCH_UP_FROM_REMOTE on an object store, where each version is requests."""
-        return limits.CATCH_UP_FROM_REMOTE if self.remote else 0
-
     def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
         """Every note of a scope but those `leave_out` names, in one scan without the vectors (None while
         the store has no notes table)."""
@@ -173,34 +121,6 @@ class Search(Handles):
         if table is None:
             return None
         return ScopeRows(self.scan(table, _NOTE_COLUMNS, where.scope_is(scope), with_row_id=True), leave_out)
-
-    def tombstone(self, note_id: str) -> Event | None:
-        """The `forgets` event of a note, if it was forgotten."""
-        clause = where.all_of(where.id_in([note_id], "dst"), where.kind_is(EventKind.FORGETS.value))
-        rows = self.scan(self.events_table(), None, clause, limit=1).to_pylist()
-        return event_from_row(rows[0]) if rows else None
-
-    def event(self, event_id: str) -> Event | None:
-        rows = self.scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
-        return event_from_row(rows[0]) if rows else None
-
-    def committed_before(self, version: int, kinds: Iterable[EventKind], dsts: Iterable[str]) -> list[Event] | None:
-        """The events of these kinds naming one of `dsts` that were committed before `version` of the
-        events table: what a write that made `version` raced with (Lance commits one version at a time).
-        None when that version is no longer kept (an erasure pass keeps only the latest)."""
-        table = self.events_table()
-        clause = where.all_of(where.id_in(dsts, "dst"), where.kind_in(k.value for k in kinds))
-
-        def read() -> pa.Table:
-            return self.view(table).checkout_version(version - 1).to_table(filter=clause)
-
-        try:
-            rows = read()
-        except Exception as exc:  # that version's manifest or files are gone
-            if not _missing_file(exc):
-                raise
-            return None
-        return [event_from_row(row) for row in rows.to_pylist()]
 
     def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[Hit]:
         """The `limit` notes of a scope nearest `vector` by cosine, best first (see `Hit`)."""
@@ -321,31 +241,6 @@ class Search(Handles):
         for entry in found.values():
             entry["latest_change_at"] = _from_us(entry.pop("latest_change_us"))
         return found
-
-
-def _appended_since(view: LanceDataset, version: int, latest: int) -> set[str] | None:
-    """The data files the versions after `version` up to `latest` appended, if they did nothing else
-    that changes what the table holds: index upkeep and compactions, which keep every row, come and go;
-    anything else gives None. pylance 13 shows Lance's reservation of fragment ids before a compaction
-    as a bare BaseOperation, and cannot decode a compaction that remapped indexes (a TypeError): a
-    version it cannot decode counts as a compaction when it neither adds nor removes a row."""
-    from lance import LanceOperation as Op
-
-    appended: set[str] = set()
-    for v in range(version + 1, latest + 1):
-        try:
-            operation = getattr(view.read_transaction(v), "operation", None)
-        except Exception as exc:
-            if _missing_file(exc):
-                raise
-            if view.checkout_version(v - 1).count_rows() != view.checkout_version(v).count_rows():
-                return None
-            continue
-        if isinstance(operation, Op.Append):
-            appended |= {f.path for fragment in operation.fragments for f in fragment.files}
-        elif not isinstance(operation, Op.Rewrite | Op.CreateIndex) and type(operation) is not Op.BaseOperation:
-            return None  # a delete, an overwrite, an update, or no transaction kept
-    return appended
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

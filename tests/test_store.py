@@ -427,7 +427,7 @@ def test_a_scope_alone_in_its_store_never_finds_another_scopes_notes_written_sin
     assert {h.id for c in memory.recall(query, scope="finance").chains for h in c.heads} <= theirs
 
 
-def test_the_vector_index_keeps_about_root_rows_partitions_and_few_segments_as_the_table_grows(
+def test_the_vector_index_keeps_about_root_rows_partitions_in_one_segment_as_the_table_grows(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100)

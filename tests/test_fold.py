@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from corrigenda.store.fold import fold
+from corrigenda.store.fold import Fold, fold
 from corrigenda.store.ids import new_event_id, new_note_id
 from corrigenda.store.model import ChainStatus, Event, EventKind, Note, NoteState
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+EXCLUDING = (EventKind.SUPERSEDES, EventKind.REVOKES)  # what a reinstatement can retract
 
 
 def t(i: int) -> datetime:
@@ -142,10 +144,46 @@ def test_revoke_then_reinstate_restores_the_prior_state(
     revoke = edge(EventKind.REVOKES, None, target, 101)
     back = edge(EventKind.REINSTATES, None, revoke.id if by_event else target, 102)
     after = fold(notes, [*events, revoke, back], t(103))
-    if by_event or before.state(target) is NoteState.ACTIVE:
-        assert {i: s.state for i, s in after.status.items()} == {i: s.state for i, s in before.status.items()}
-    else:  # reinstating the note retracts what excluded it before the revocation too
-        assert after.state(target) is NoteState.ACTIVE
+    if by_event:
+        assert states(after) == states(before)
+        return
+    # Reinstating the note retracts every earlier exclusion of it too (fold.py), even one that excluded
+    # nothing then (a supersedes from a revoked note): that one no longer closes a cycle, so a supersedes
+    # set aside for closing it can come into force. So the revocation is undone exactly, and the rest is
+    # what the reinstatement alone does.
+    alone = fold(notes, [*events, edge(EventKind.REINSTATES, None, target, 102)], t(103))
+    assert states(after) == states(alone)
+    assert after.state(target) is NoteState.ACTIVE
+    earlier = [e for e in before.events if e.dst == target and e.kind in EXCLUDING and e.id not in before.retracted_by]
+    if not earlier:  # nothing else to retract: everything as it was
+        assert states(after) == states(before)
+
+
+def states(folded: Fold) -> dict[str, NoteState]:
+    return {i: s.state for i, s in folded.status.items()}
+
+
+def test_reinstating_a_note_by_id_retracts_a_supersedes_that_excluded_nothing_and_the_cycle_it_closed_opens() -> None:
+    """The case hypothesis found: a supersedes from a revoked note excludes nothing, but it still closes
+    a cycle, which sets aside a later supersedes. Revoking and reinstating the note it names retracts
+    it (every earlier exclusion of a reinstated note is retracted), and the edge set aside comes into
+    force."""
+    notes = [note(i) for i in range(3)]
+    a, b, c = (n.id for n in notes)
+    events = [
+        edge(EventKind.REVOKES, None, a, 5),
+        edge(EventKind.SUPERSEDES, a, c, 6),  # from a revoked note: c stays active
+        edge(EventKind.SUPERSEDES, b, a, 7),
+        edge(EventKind.SUPERSEDES, c, b, 8),  # closes c -> b -> a -> c: set aside
+    ]
+    before = fold(notes, events, t(100))
+    assert (before.state(b), before.state(c)) == (NoteState.ACTIVE, NoteState.ACTIVE)
+    assert events[3].id in before.conflicts
+    revoke = edge(EventKind.REVOKES, None, c, 101)
+    after = fold(notes, [*events, revoke, edge(EventKind.REINSTATES, None, c, 102)], t(103))
+    assert after.state(c) is NoteState.ACTIVE
+    assert events[1].id in after.retracted_by and events[3].id not in after.conflicts
+    assert after.state(b) is NoteState.SUPERSEDED
 
 
 @settings(max_examples=300, deadline=None)

@@ -27,6 +27,10 @@ def edge(kind: EventKind, src: str | None, dst: str, i: int, reason: str = "beca
     return Event(id=new_event_id(), kind=kind, src=src, dst=dst, scope="s", reason=reason, recorded_at=t(i))
 
 
+def states(folded: Fold) -> dict[str, NoteState]:
+    return {i: s.state for i, s in folded.status.items()}
+
+
 def test_correction_supersedes_and_heads_the_chain() -> None:
     a, b = note(0), note(1)
     f = fold([a, b], [edge(EventKind.SUPERSEDES, b.id, a.id, 2)], t(3))
@@ -157,10 +161,6 @@ def test_revoke_then_reinstate_restores_the_prior_state(
     earlier = [e for e in before.events if e.dst == target and e.kind in EXCLUDING and e.id not in before.retracted_by]
     if not earlier:  # nothing else to retract: everything as it was
         assert states(after) == states(before)
-
-
-def states(folded: Fold) -> dict[str, NoteState]:
-    return {i: s.state for i, s in folded.status.items()}
 
 
 def test_reinstating_a_note_by_id_retracts_a_supersedes_that_excluded_nothing_and_the_cycle_it_closed_opens() -> None:

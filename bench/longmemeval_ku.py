@@ -64,6 +64,11 @@ newer, so a marked chain's head is not one it takes as current):
   older evidence note is in that chain's delivered history. Not applicable to dense (nothing is
   marked as history). Over the questions with evidence.
 - latest@1: the first head is the latest evidence note. Over the questions with evidence.
+- latest first: the first head of the first delivered chain, marked or not (what an agent reads
+  first), is the latest evidence note. Over the questions with evidence.
+- latest marked: the latest evidence note is delivered as a head of a chain marked possibly outdated:
+  a false mark on the current value (lower is better). Not applicable to dense. Over the questions
+  with evidence.
 - stale@1: the first head is an older evidence note. Over the questions with older evidence.
 - stale head: some older evidence note is delivered as a head of some chain not marked possibly
   outdated (dense: delivered at all, since dense shows every note as current). Lower is better. Over
@@ -155,8 +160,8 @@ BUDGETS = (256, 512, 1024)
 KINDS = ("current", "historical", "current_and_historical", "direction_of_change", "abstention")
 HISTORICAL_KINDS = frozenset({"historical", "current_and_historical", "direction_of_change"})
 METRICS = (
-    "current@1", "latest@1", "stale@1", "stale head", "older marked", "history kept", "chain intact", "answer hit",
-    "abstained",
+    "current@1", "latest@1", "latest first", "latest marked", "stale@1", "stale head", "older marked", "history kept",
+    "chain intact", "answer hit", "abstained",
 )  # fmt: skip
 TARGET_BUDGET = 512
 PERTURBATION_BUDGET = 1024
@@ -365,7 +370,10 @@ def score(q: Question, system: str, chains: list[Shown], pattern: re.Pattern[str
     trusted = [c for c in chains if c.outdated_by is None]
     top = next((c.heads[0] for c in trusted if c.heads), None)
     m["latest@1"] = top == latest
+    m["latest first"] = bool(first and first.heads and first.heads[0] == latest)
     if system != "dense":
+        # a false mark: the latest value delivered as a head and labelled possibly outdated
+        m["latest marked"] = any(c.outdated_by is not None and latest in c.heads for c in chains)
         m["current@1"] = (
             first is not None
             and first.heads == [latest]

@@ -52,9 +52,10 @@ Recall protocol:
 - Call `recall_chains` before answering from memory. Each chain leads with its NOW notes (current);
   HISTORY notes were superseded or revoked and must not be used as current facts. A CONTESTED chain
   has several current notes that disagree: resolve it (ask, or correct one). A chain marked POSSIBLY
-  OUTDATED has a newer note elsewhere in the result that looks like the same fact with a different
-  value and no edge: prefer the newer, and link them: `supersedes` if it does replace the old one,
-  `distinct` if they are different facts (the mark then goes).
+  OUTDATED has a newer note elsewhere in the result filed under the same subject with another value
+  and no edge between them: a suspicion, which never changes the order. Check which holds and link
+  them: `supersedes` if the newer replaces the old one, `distinct` if they are different facts (the
+  mark then goes).
 - `why_excluded` says why a note you expected is not current or not delivered.
 - `forget` deletes a note for real; use it only when a person asks for data to be erased.
 

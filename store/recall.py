@@ -46,10 +46,10 @@ Stages:
    head of a better chain says (cosine ≥ `duplicate_similarity`, the same numbers) and it brings
    nothing else (no history, no prerequisite of its own). A correction, a revocation or a
    prerequisite can never be dropped here: they live inside chains, which are kept whole.
-   Then unlinked conflicts (updates.py): when the current head of one chain looks like an older value
-   of the same fact as a newer current note of another chain (same subject, or the same statement
-   with a different value) and no edge relates them, the newer chain moves to just before the older,
-   and once packed the older is marked `possibly_outdated_by` the newer (both delivered, nothing stored).
+   Then unlinked conflicts (updates.py): when the current head of one chain is filed under the same
+   subject as a newer current note of another chain, with another value, and no edge relates them,
+   the older is marked `possibly_outdated_by` the newer once packed (both delivered, nothing stored).
+   A mark is a suspicion: it annotates and never moves a chain.
 5. Packing, greedy by chain order (after `max_chains`): each chain in turn brings its heads (or is
    omitted and listed), then its prerequisites nearest first, then its history newest first, while
    they fit; a chain already delivered whole as another's prerequisites is not repeated. The first
@@ -264,7 +264,6 @@ def run(
     head_vectors = {**reading.result(), **{i: along[i] for i in heads if i in along}}
     kept, trace.duplicates = drop_duplicates(trace.chains, head_vectors, settings.duplicate_similarity)
     outdated = updates.unlinked_conflicts(kept, folded.distinct)
-    kept = updates.newer_first(kept, outdated)
     delivered, omitted, used = pack(kept, budget_tokens, max_chains, include_history, settings, trace.trimmed, query)
     delivered = updates.mark_outdated(delivered, outdated)
     omitted += [

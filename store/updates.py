@@ -2,7 +2,7 @@
 
 A pure detector over texts (no store, no model). Two notes look like one fact with different values
 when
-- they share a subject (compared case-insensitively) and their values differ: "same subject
+- they share a subject (`subject_key`: case, spaces and punctuation aside) and their values differ: "same subject
   'service.port'; 8080 → 9090"; or
 - a statement (a sentence) of one and a statement of the other say the same thing around a value
   and differ in that value: content words in common, the same words on either side of the value,
@@ -13,8 +13,9 @@ what is glued to them ("$400", "6:00", "70-200mm"). A text without values (or wi
 is never proposed: two notes that merely say similar things are not an update of one another.
 
 `likely_updates` ranks the candidates a write already found (the similar active notes) and says of
-each that qualifies why; `conflict` asks the same of two notes, which recall uses to mark the older
-of two current notes that contradict each other with no edge between them. Neither stores anything.
+each that qualifies why; `conflict` asks the same of two notes. Recall marks the older of two current
+notes filed under one subject with different values and no edge between them (`unlinked_conflicts`:
+the subject rule only, and a mark never moves a chain). Nothing here stores anything.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from .model import ChainStatus, Note
 from .views import Chain, NoteView
@@ -42,6 +41,7 @@ FRAME = 3
 COUNTED = 2
 MIN_FRAME = 2.8
 END = "</s>"  # what follows a value that ends its statement (`_frames`)
+_NOT_WORD = re.compile(r"[\W_]+")
 
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+|\s[-–—]+\s|:\s")
 _TOKEN = re.compile(r"\$?\d[\d,]*(?:[.:/-]\d+)*[a-z%]*|[a-z][a-z'’]*")
@@ -130,12 +130,18 @@ def conflict(older: Note, newer: Note) -> Change | None:
 def _conflict(older: str, older_subject: str | None, newer: str, newer_subject: str | None) -> Change | None:
     if older.strip() == newer.strip():
         return None
-    if older_subject and newer_subject and older_subject.strip().casefold() == newer_subject.strip().casefold():
+    if subject_key(older_subject) and subject_key(older_subject) == subject_key(newer_subject):
         old_values, new_values = _all_values(older), _all_values(newer)
         if old_values != new_values:
             return Change(old_values - new_values, new_values - old_values, newer_subject, older, newer)
         return None
-    return _statement_change(older, newer)
+    return statement_change(older, newer)
+
+
+def subject_key(subject: str | None) -> str:
+    """What makes two subjects one: their letters and digits, case-folded ("Payments.Port", "payments
+    port" and "payments_port" are one); "" for none."""
+    return _NOT_WORD.sub("", (subject or "").casefold())
 
 
 Frame = tuple[frozenset[str], frozenset[str], frozenset[str]]  # words before, words after, what it counts
@@ -167,7 +173,9 @@ def _statements(text: str) -> tuple[_Statement, ...]:
     return tuple(out)
 
 
-def _statement_change(older: str, newer: str) -> Change | None:
+def statement_change(older: str, newer: str) -> Change | None:
+    """The statement rule alone: a statement of each says the same words around a different value
+    (what `likely_updates` proposes between notes without one subject; bench/false_marks.py measures it)."""
     best: tuple[float, Change] | None = None
     for new in _statements(newer):
         for old in _statements(older):
@@ -305,20 +313,23 @@ class Outdated:
 def unlinked_conflicts(
     chains: Sequence[Chain], distinct: Callable[[str], set[str]] = lambda _: set()
 ) -> dict[str, Outdated]:
-    """Chain id → the newest current note of another chain that looks like a new value of one of its heads.
+    """Chain id → the newest current note of another chain filed under the same subject with another value.
 
-    Only chains with current heads take part; two notes an edge relates (one refines or needs the
-    other, or `distinct` says they state different facts) are not compared: the writer said how they
-    relate. Each chain's newer candidates are looked at newest first, so a subject many notes share is
-    compared a few times, not pair by pair."""
+    Only the subject rule marks what recall delivers: the writer said these notes hold one fact. The
+    statement rule (the same words around a different value) marked 21.9 % of the current notes recall
+    delivered on a day of ordinary notes, every mark false ("Staging runs 3 replicas" / "Production
+    runs 6 replicas"; bench/false_marks.py), so it only proposes updates to the writer
+    (`likely_updates`), who decides. A mark annotates; it never moves a chain (recall's order is
+    relevance and the recorded lifecycle). Only chains with current heads take part; two notes an edge
+    relates (one refines or needs the other, or `distinct` says they state different facts) are not
+    compared: the writer said how they relate. Each chain's newer candidates are looked at newest first."""
     current = [c for c in chains if c.status is ChainStatus.CURRENT and c.heads]
     heads = [(n, h) for n, c in enumerate(current) for h in c.heads]
     named = [_named(c) | {d for h in c.heads for d in distinct(h.id)} for c in current]
     ids = [{h.id for h in c.heads} for c in current]
-    pairs = _pairs_that_may_conflict([_Said.of(h) for _, h in heads])
     # older chain → its candidates: (newer note, the pair's place chain by chain as listed, older note, newer chain)
     newer_of: dict[int, list[tuple[NoteView, tuple[int, int, int, int], NoteView, int]]] = {}
-    for a, b in pairs:
+    for a, b in _same_subject_pairs([h.subject for _, h in heads]):
         (first, a_note), (second, b_note) = heads[a], heads[b]
         if a_note.recorded_at < b_note.recorded_at:
             newer_of.setdefault(first, []).append((b_note, (first, second, a, b), a_note, second))
@@ -339,67 +350,13 @@ def unlinked_conflicts(
     return outdated
 
 
-def _pairs_that_may_conflict(said: Sequence[_Said]) -> list[tuple[int, int]]:
-    """The pairs (i < j, in order) of notes that share a subject, or enough content words and enough of the
-    words around their values to reach MIN_FRAME (each word in common on the same side of a value
-    counts as in `_frame_match`): only they can conflict. Found from two products of matrices of notes
-    by words rather than pair by pair (30 notes are 435 pairs)."""
-    words, _ = _incidence([s.words for s in said])
-    framed, weights = _incidence([s.framed for s in said], lambda w: _frame_weight(w[1:]))  # w: side + word
-    may = (words @ words.T >= MIN_SHARED) & ((framed * weights) @ framed.T >= MIN_FRAME - 1e-9)
-    may = np.triu(may, k=1)
+def _same_subject_pairs(subjects: Sequence[str | None]) -> list[tuple[int, int]]:
+    """The pairs (i < j, in order) of notes filed under one subject (`subject_key`)."""
     by_subject: dict[str, list[int]] = {}
-    for i, s in enumerate(said):
-        if s.subject is not None:
-            by_subject.setdefault(s.subject, []).append(i)
-    for group in by_subject.values():
-        for x, i in enumerate(group):
-            may[i, group[x + 1 :]] = True
-    return [(int(i), int(j)) for i, j in zip(*np.nonzero(may), strict=True)]
-
-
-def _incidence(
-    sets: Sequence[frozenset[str]], weight: Callable[[str], float] = lambda _: 1.0
-) -> tuple[np.ndarray, np.ndarray]:
-    """A 0/1 matrix of the sets by the words in them, and each word's weight."""
-    vocabulary: dict[str, int] = {}
-    rows, columns = [], []
-    for i, words in enumerate(sets):
-        for word in words:
-            rows.append(i)
-            columns.append(vocabulary.setdefault(word, len(vocabulary)))
-    matrix = np.zeros((len(sets), len(vocabulary)), dtype=np.float64)
-    matrix[rows, columns] = 1.0
-    return matrix, np.array([weight(w) for w in vocabulary], dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class _Said:
-    """What `conflict` needs of a note before it looks closer: its subject, its statements' content words
-    and the words around its values."""
-
-    subject: str | None
-    words: frozenset[str]  # its statements' content words
-    framed: frozenset[str]  # the words around its values: "<word" before one, ">word" after one
-
-    @classmethod
-    def of(cls, note: NoteView) -> _Said:
-        subject = note.subject.strip().casefold() if note.subject else None
-        return cls(subject, *_statement_words(note.text))
-
-
-@functools.lru_cache(maxsize=4096)
-def _statement_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """A text's statements' content words, and the words around their values (tagged by side)."""
-    statements = _statements(text)
-    framed = {
-        f"{side}{word}"
-        for statement in statements
-        for _, frame in statement.frames
-        for side, words in (("<", frame[0]), (">", frame[1]))
-        for word in words
-    }
-    return frozenset(w for statement in statements for w in statement.words), frozenset(framed)
+    for i, subject in enumerate(subjects):
+        if key := subject_key(subject):
+            by_subject.setdefault(key, []).append(i)
+    return sorted((i, j) for group in by_subject.values() for x, i in enumerate(group) for j in group[x + 1 :])
 
 
 def _named(chain: Chain) -> set[str]:
@@ -408,22 +365,6 @@ def _named(chain: Chain) -> set[str]:
     return (
         {h.id for h in chain.heads} | {p.id for p in chain.prerequisites} | {r for h in chain.heads for r in h.refines}
     )
-
-
-def newer_first(chains: Sequence[Chain], outdated: dict[str, Outdated]) -> list[Chain]:
-    """The chains in their order, except that a chain holding a newer value moves to just before the
-    first chain it outdates: an agent reads the newer value first."""
-    position = {c.chain_id: i for i, c in enumerate(chains)}
-    lift: dict[str, int] = {}  # newer chain id → where it goes
-    for o in outdated.values():
-        if o.by_chain in position and position[o.by_chain] > position[o.chain_id]:
-            lift[o.by_chain] = min(lift.get(o.by_chain, len(chains)), position[o.chain_id])
-    ordered: list[Chain] = []
-    for i, chain in enumerate(chains):
-        ordered += [chains[position[c]] for c in sorted(lift, key=lambda c: position[c]) if lift[c] == i]
-        if chain.chain_id not in lift:
-            ordered.append(chain)
-    return ordered
 
 
 def mark_outdated(delivered: Sequence[Chain], outdated: dict[str, Outdated]) -> list[Chain]:

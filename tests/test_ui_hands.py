@@ -206,18 +206,18 @@ def test_a_contested_chain_and_an_unsure_note_are_visible(memory: Memory) -> Non
 def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated_until_a_person_says_they_differ(
     memory: Memory,
 ) -> None:
-    old = memory.remember(
-        Draft(text="I have added 17 new postcards to my collection since I started collecting again."), scope="ops"
-    ).note
-    new = memory.remember(
-        Draft(text="Speaking of my hobby, I have added 25 new postcards since I started collecting again."), scope="ops"
-    ).note
+    said_17 = "I have added 17 new postcards to my collection since I started collecting again."
+    old = memory.remember(Draft(text=said_17, subject="postcards added"), scope="ops").note
+    said_25 = "Speaking of my hobby, I have added 25 new postcards since I started collecting again."
+    new = memory.remember(Draft(text=said_25, subject="postcards added"), scope="ops").note
     search = "/?scope=ops&q=How+many+new+postcards+have+I+added%3F"
     with browse(memory) as client:
         page = client.get(search).text
-        first, second = page.split('<section class="chain')[1:3]
-        assert "25 new postcards" in first and "POSSIBLY OUTDATED" not in first
-        assert "17 new postcards" in second and "POSSIBLY OUTDATED by" in second and "17 → 25" in second
+        sections = page.split('<section class="chain')[1:3]
+        newer = next(s for s in sections if "25 new postcards" in s)
+        older = next(s for s in sections if "17 new postcards" in s)
+        assert "POSSIBLY OUTDATED" not in newer
+        assert "POSSIBLY OUTDATED by" in older and "17 → 25" in older
         token = form_token(client.get(f"/chain/{new.id}").text)
         fields = {"action": "link", "note_id": new.id, "dst_id": old.id, "kind": "distinct",
                   "reason": "two collections", "csrf": token}  # fmt: skip

@@ -9,29 +9,38 @@ a file is:
 - checked in full before anything is written: the trailer (a file without one, or whose counts or
   digest differ, is refused unless a partial restore is asked for, which then says what is
   missing); the header's model and dimension against the store's; each line parsed and checked as a
-  write checks a note (store/model.py); every edge's notes, and every tombstone's note, found in the
-  file or the store, in the edge's scope; a bad line is named by its number and nothing is stored;
+  write checks a note (store/model.py), with a tool call's types (a number is a JSON number, a time
+  an ISO 8601 string: server/arguments.py); each vector's every element a finite number within
+  float32's range, as many as the header's dimension; every edge's notes, and every tombstone's note,
+  found in the file or the store, in the edge's scope; a bad line is named by its number and field,
+  and nothing is stored;
 - embedded in full before anything is written, so that the model cannot fail half-way;
 - idempotent: a record whose id is stored already is left alone (one stored with other content
   is refused), so importing a file twice changes nothing;
 - faithful to `forget`: a note that a `forgets` tombstone names, in the store or in the file, is
   never written, nor any event naming it; a tombstone from the file erases its note here too;
-- written the way every write is (tables.py): the events first, then the notes in batches, each
-  batch's rows the commit point of their edges; the tombstones' erasures last. A write that fails
-  (the disk, the bucket) leaves what landed, and the same import run again completes it.
+- written the way every write is (tables.py): the edges that name a note of the file first, then the
+  notes in batches, each batch's rows the commit point of their edges; then, in one append, the
+  events that act on notes stored already (a revokes, a forgets, a reinstates, an edge between two
+  stored notes); the tombstones' erasures last. A write that fails (the disk, the bucket) before that
+  append has changed no stored note, only added some of the file's; the same import run again
+  completes it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import math
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import ValidationError
+import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from .embedder import Embedder
 from .errors import InvalidArgument
@@ -46,6 +55,7 @@ VERSION = 2  # 2: the trailer; a version 1 file (no trailer) is read as a partia
 TRAILER = "end"
 BATCH = 256  # notes embedded and written at once: one model call, one append
 LOOKUP = 1000  # ids per query when looking for stored notes
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # a vector's elements are stored as float32
 
 Progress = Callable[[int, int], None]  # (notes written, notes to write)
 Format = Literal["corrigenda", "knowledge-graph"]
@@ -150,6 +160,8 @@ def _records(lines: Iterable[str], digest: _Digest | None = None) -> Iterator[tu
     """Each non-blank line's record, with its number; `digest` takes in each line before its record is
     handed out (the trailer's too: `_parse_export` keeps the digest of the lines before it)."""
     for number, line in enumerate(lines, 1):
+        if number == 1:
+            line = line.removeprefix("\ufeff")  # the byte order mark some editors put before UTF-8
         if not line.strip():
             continue
         if digest is not None:
@@ -160,6 +172,8 @@ def _records(lines: Iterable[str], digest: _Digest | None = None) -> Iterator[tu
             raise InvalidArgument(
                 f"line {number}", f"not JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})"
             ) from None
+        except RecursionError:
+            raise InvalidArgument(f"line {number}", "not a record: its JSON is nested too deeply to read") from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise InvalidArgument(f"line {number}", 'not a record: each line is a JSON object with a "type"')
         yield number, record
@@ -213,11 +227,7 @@ def _parse_export(
                 vector = record.pop("vector", None)
                 note = note_from_record(record)
                 if vector is not None:
-                    if not isinstance(vector, list) or len(vector) != dimension:
-                        raise InvalidArgument(
-                            "vector", f"must be a list of {dimension} numbers (the header's dimension)"
-                        )
-                    parsed.vectors[note.id] = vector
+                    parsed.vectors[note.id] = _vector(vector, dimension)
                 _add(parsed, note.id, note, number)
             elif kind == "event":
                 event = event_from_record(record)
@@ -255,9 +265,64 @@ def _not_whole(parsed: Parsed, trailer: Mapping[str, Any] | None, digest: str, v
     return None
 
 
+def _vector(value: Any, dimension: int | None) -> list[float]:
+    """A note's vector from a file: `dimension` numbers, each finite and within float32's range. Before
+    this check a null (what a JSON writer makes of NaN) was stored, and every read of its scope that
+    brings vectors along failed; a string or a list failed the write half-way; NaN, an infinity or
+    1e39 (infinite in float32) was stored as a vector that matches nothing."""
+    if dimension is None:
+        raise InvalidArgument("vector", "the header gives no dimension for its vectors")
+    if not isinstance(value, list):
+        raise InvalidArgument("vector", f"must be a list of {dimension} numbers (the header's dimension)")
+    if len(value) != dimension:
+        raise InvalidArgument("vector", f"has {len(value)} numbers; the header's dimension is {dimension}")
+    # one pass in C for the common case, a whole vector of floats; an element by element look to name a bad one
+    if set(map(type, value)) <= {float, int}:
+        with contextlib.suppress(OverflowError):  # an integer past float64's range: named below
+            if np.all(np.abs(np.asarray(value, np.float64)) <= FLOAT32_MAX):
+                return value
+    for i, x in enumerate(value):
+        if type(x) not in (float, int):
+            raise InvalidArgument(f"vector[{i}]", f"{_shown(x)} is not a number")
+        if isinstance(x, float) and not math.isfinite(x):
+            raise InvalidArgument(f"vector[{i}]", f"{_shown(x)} is not a finite number")
+        if abs(x) > FLOAT32_MAX:
+            raise InvalidArgument(f"vector[{i}]", f"{_shown(x)} is outside float32's range")
+    raise AssertionError("a vector refused with no element to blame")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else f"{text[:40]}…"
+
+
+def _json_types(record: Mapping[str, Any], model: type[BaseModel]) -> None:
+    """What pydantic would turn into a field's type but a tool call refuses (server/arguments.py): a
+    number given as a string or a bool, a time given as a number or as other than ISO 8601."""
+    for name, info in model.model_fields.items():
+        value = record.get(name)
+        if value is None:
+            continue
+        types = get_args(info.annotation) or (info.annotation,)
+        if float in types and type(value) not in (float, int):
+            raise InvalidArgument(name, f"must be a number, not {type(value).__name__}")
+        if datetime in types:
+            if not isinstance(value, str):
+                raise InvalidArgument(
+                    name, f"must be an ISO 8601 string such as 2026-11-01T09:00:00Z, not {type(value).__name__}"
+                )
+            try:
+                datetime.fromisoformat(value)
+            except ValueError:
+                raise InvalidArgument(
+                    name, f"{value[:64]!r} is not an ISO 8601 time such as 2026-11-01T09:00:00Z"
+                ) from None
+
+
 def note_from_record(record: dict[str, Any]) -> Note:
     """The note an export's record holds, checked as an import checks it: InvalidArgument names the field."""
     _known_fields(record, Note.model_fields)
+    _json_types(record, Note)
     note = Note.model_validate(record)
     check_id(note.id, "id", prefix=NOTE_PREFIX)
     if check_scope(note.scope) != note.scope:
@@ -271,6 +336,7 @@ def note_from_record(record: dict[str, Any]) -> Note:
 def event_from_record(record: dict[str, Any]) -> Event:
     """The event an export's record holds, checked as an import checks it: InvalidArgument names the field."""
     _known_fields(record, Event.model_fields)
+    _json_types(record, Event)
     event = Event.model_validate(record)
     check_id(event.id, "id", prefix=EVENT_PREFIX)
     check_scope(event.scope)
@@ -403,12 +469,6 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
     known = {i: n for i, n in {**stored_notes, **parsed.notes}.items() if i not in forgotten}
     all_events = {**stored_events, **parsed.events}
 
-    def names_forgotten(event: Event) -> bool:
-        if event.kind is EventKind.FORGETS:
-            return False
-        target = all_events.get(event.dst)
-        return event.src in forgotten or event.dst in forgotten or (target is not None and names_forgotten(target))
-
     notes, present_notes, skipped = [], 0, 0
     for ident, note in parsed.notes.items():
         if ident in forgotten:
@@ -420,7 +480,7 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
             notes.append(note)
     events, present_events = [], 0
     for ident, event in parsed.events.items():
-        if names_forgotten(event):
+        if _names_any(event, forgotten, all_events):
             continue
         if event.kind is EventKind.FORGETS:
             _tombstone_in_scope(parsed, event, {**stored_notes, **parsed.notes})
@@ -432,14 +492,21 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
         else:
             events.append(event)
 
-    # Checked: now embed everything, then write, the edges first (invisible until their notes land),
-    # then the notes, then erase what the file's tombstones name.
+    # Checked: now embed everything, then write (module docstring): the edges that ride on a note of
+    # the file (invisible until it lands), the notes, then in one append the events that act on stored
+    # notes, so that a write failing before them leaves every stored note as it was; then erase what the
+    # file's tombstones name.
     notes.sort(key=lambda n: (n.recorded_at, n.id))
     vectors = embed_all(embedder, notes, parsed.vectors if parsed.model == embedder.name else {})
     events.sort(key=lambda e: (e.recorded_at, e.id))
-    if events:
-        tables.add_events(events)
+    new = {n.id for n in notes}
+    riding = [e for e in events if _names_any(e, new, all_events)]  # unseen until their note lands
+    if riding:
+        tables.add_events(riding)
     write_notes(tables, embedder, notes, vectors, progress)
+    acting = [e for e in events if not _names_any(e, new, all_events)]
+    if acting:
+        tables.add_events(acting)
     erased = [e.dst for e in events if e.kind is EventKind.FORGETS and e.dst in stored_notes]
     if erased:
         tables.erase_forgotten()  # one pass for them all, before the call answers
@@ -448,6 +515,22 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
         format=parsed.format, scopes=scopes, notes_written=len(notes), events_written=len(events),
         notes_present=present_notes, events_present=present_events, forgotten_skipped=skipped, notes_erased=erased,
     )  # fmt: skip
+
+
+def _names_any(event: Event, ids: Collection[str], events: Mapping[str, Event]) -> bool:
+    """Whether `event`, or the event it reinstates (and so on), has one of `ids` as its src or dst: an edge
+    the fold reads only while those notes exist. A tombstone names none here: it is read always. A
+    crafted cycle of reinstates ends where it comes back."""
+    seen: set[str] = set()
+    while event.kind is not EventKind.FORGETS and event.id not in seen:
+        if event.src in ids or event.dst in ids:
+            return True
+        seen.add(event.id)
+        target = events.get(event.dst)
+        if target is None:
+            return False
+        event = target
+    return False
 
 
 def _check_header_model(parsed: Parsed, embedder: Embedder) -> None:

@@ -4,12 +4,15 @@ why_excluded on each of them. Real LanceDB, real model."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
-from corrigenda.store.model import ChainStatus, NoteState
+from corrigenda.store.ids import new_note_id
+from corrigenda.store.model import ChainStatus, Note, NoteState
 from corrigenda.store.updates import conflict, subject_key, unlinked_conflicts
 from corrigenda.store.views import Chain, NoteView, RecallResult
 
@@ -428,3 +431,36 @@ def test_a_likely_update_pairs_each_old_value_with_the_new_one_of_its_unit(memor
     box = memory.remember(Draft(text="The build box has 32 GB and 4 cores", subject="box", at=T0 + timedelta(days=5)))
     assert box.likely_updates[0].reason == "same subject 'box'; 8 → 4, 16 → 32"
 
+
+def test_a_note_whose_stored_vector_cannot_be_read_is_named_and_does_not_take_its_scope_down(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rows written before imports checked vectors (nulls, a JSON writer's NaN; NaN itself): recall,
+    remember and why_excluded still work for the scope, the notes are still found by their words, a
+    warning names each of them (once), and an export leaves their vectors out for the import to embed."""
+    good = memory.remember(Draft(text="The service listens on port 9090"), scope="ops").note
+    nulls = Note(
+        id=new_note_id(), text="The service listened on port 8080 before the move", scope="ops", recorded_at=T0
+    )
+    nans = Note(id=new_note_id(), text="The service port was 7070 in the first draft", scope="ops", recorded_at=T0)
+    unreadable: list[tuple[Note, list[float | None], bool]] = [
+        (nulls, [None] * 384, True),
+        (nans, [math.nan] * 384, True),
+    ]
+    memory.tables.add_notes(unreadable, embedder.name)  # type: ignore[arg-type]  # as an older import wrote them
+    caplog.set_level(logging.WARNING, logger="corrigenda.store")
+
+    found = memory.recall("which port does the service listen on?", scope="ops")
+    assert {good.id, nulls.id, nans.id} <= delivered(found)  # the two by full text
+    assert all(c.entry.similarity is None or math.isfinite(c.entry.similarity) for c in found.chains)
+    assert memory.remember(Draft(text="The service port is set in service.toml"), scope="ops").changed
+    why = memory.why_excluded(nulls.id, query="which port does the service listen on?", scope="ops")
+    assert why.note_id == nulls.id
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [sum(n.id in w for w in warnings) for n in (nulls, nans)] == [1, 1], warnings
+
+    exported = [json.loads(line) for line in memory.export("ops", vectors=True)]
+    assert [r["vector"] for r in exported if r.get("id") in (nulls.id, nans.id)] == [None, None]
+    copy = Memory(str(tmp_path / "copy"), embedder)
+    copy.import_lines(memory.export("ops", vectors=True))
+    assert copy.tables.vectors([nulls.id, nans.id]).keys() == {nulls.id, nans.id}

@@ -27,6 +27,7 @@ from corrigenda.store.model import (
     Event,
     EventKind,
     Note,
+    NoteState,
 )
 from corrigenda.store.transfer import event_from_record, note_from_record
 from hypothesis import given
@@ -481,3 +482,142 @@ def test_a_knowledge_graph_files_repeats_are_stored_once_and_listed(memory: Memo
         "line 2: 'Billing: Runs on Fridays' (as on line 1)",
     ]
     assert "2 repeated entit(ies) or observation(s) stored once" in render.imported(done)
+
+
+def with_vector(lines: Sequence[str], index: int, raw: str) -> list[str]:
+    """`lines` (an export with vectors, less its trailer) with the vector of the note at `index` written
+    as `raw` JSON text, and the trailer the result would have."""
+    record = json.loads(lines[index])
+    record["vector"] = "@"
+    return trailed([*lines[:index], json.dumps(record).replace('"@"', raw), *lines[index + 1 :]])
+
+
+def lifecycle(kind: str, ident: str, dst: str, at: datetime) -> str:
+    """An event line that revokes or forgets `dst`, a stored note of scope ops."""
+    return json.dumps({"type": "event", "id": ident, "kind": kind, "src": None, "dst": dst, "scope": "ops",
+                       "reason": "crafted", "actor": None, "confidence": 1.0, "recorded_at": at.isoformat()})  # fmt: skip
+
+
+def test_a_vector_that_is_not_the_headers_dimension_of_finite_float32s_is_refused_and_nothing_is_stored(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A JSON writer turns NaN into null: 384 nulls stored as a note's vector broke every read of its
+    scope that brought vectors along. Every element of every vector is checked before anything is written."""
+    memory.remember(Draft(text="The service listens on 8080"), scope="ops")
+    memory.remember(Draft(text="Alice owns billing"), scope="ops")
+    good = list(memory.export(vectors=True))[:-1]
+    target = Memory(str(tmp_path / "target"), embedder)
+    target.remember(Draft(text="A note that was there before"), scope="ops")
+    before = list(target.export(vectors=True))[1:]
+
+    def vector(*elements: str, size: int = 384) -> str:
+        return "[" + ",".join([*elements, *["0.25"] * (size - len(elements))]) + "]"
+
+    for raw, problem in (
+        ("[" + ",".join(["null"] * 384) + "]", r"vector\[0\]: null is not a number"),
+        (vector(*["0.5"] * 383, "null"), r"vector\[383\]: null is not a number"),
+        (vector("NaN"), r"vector\[0\]: NaN is not a finite number"),
+        (vector("0.5", "-Infinity"), r"vector\[1\]: -Infinity is not a finite number"),
+        (vector("1e400"), r"vector\[0\]: Infinity is not a finite number"),  # json reads it as inf
+        (vector("0.5", "0.5", "-1e39"), r"vector\[2\]: -1e\+39 is outside float32's range"),
+        (vector("1" + "0" * 400), r"vector\[0\]: 1000000000.*… is outside float32's range"),
+        (vector('"0.1"'), r'vector\[0\]: "0.1" is not a number'),
+        (vector("[0.1]"), r"vector\[0\]: \[0.1\] is not a number"),
+        (vector('{"a":1}'), r'vector\[0\]: \{"a": 1\} is not a number'),
+        (vector("true"), r"vector\[0\]: true is not a number"),
+        (vector(size=383), r"vector: has 383 numbers; the header's dimension is 384"),
+        (vector(size=385), r"vector: has 385 numbers; the header's dimension is 384"),
+        ('{"0":0.1}', r"vector: must be a list of 384 numbers"),
+    ):
+        with pytest.raises(InvalidArgument, match=rf"^line 2: {problem}"):
+            target.import_lines(with_vector(good, 1, raw))
+        assert list(target.export(vectors=True))[1:] == before, raw[:40]
+
+
+def test_a_file_refused_for_a_bad_vector_revokes_and_forgets_nothing(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A vector of strings, lists or objects failed only at the write, after the file's revokes and
+    forgets were applied: a note revoked, or erased, by an import that reported nothing stored."""
+    kept = memory.remember(Draft(text="The VPN host is vpn-1"), scope="ops").note
+    secret = memory.remember(Draft(text="The alarm code is 4711"), scope="ops").note
+    source = Memory(str(tmp_path / "source"), embedder)
+    source.remember(Draft(text="The VPN host moves to vpn-2 in March"), scope="ops")
+    lines = list(source.export("ops", vectors=True))[:-1]
+    later = datetime.now(UTC)  # after the notes, before the import reads the clock
+    events = [
+        lifecycle("revokes", "e_" + "4" * 26, kept.id, later),
+        lifecycle("forgets", "e_" + "5" * 26, secret.id, later),
+    ]
+    before = list(memory.export("ops", vectors=True))[1:]
+    for raw in ('["0.1"' + ',"0.1"' * 383 + "]", "[[0.1]" + ",[0.1]" * 383 + "]", "[{}" + ",{}" * 383 + "]"):
+        crafted = with_vector([*lines, *events], 1, raw)
+        with pytest.raises(Exception) as refused:  # which exception is checked after the store is
+            memory.import_lines(crafted)
+        assert list(memory.export("ops", vectors=True))[1:] == before, refused.value
+        assert isinstance(refused.value, InvalidArgument) and str(refused.value).startswith("line 2: vector[0]: ")
+    assert memory.history(kept.id).note.state is NoteState.ACTIVE
+    assert memory.history(secret.id).note.text == "The alarm code is 4711"
+
+
+def test_an_import_whose_notes_fail_to_be_written_changes_no_stored_note_and_completes_when_run_again(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file's events that change stored notes (a revokes, a forgets, an edge between stored notes)
+    are written after its notes, in one append: a write that fails before that leaves every stored
+    note as it was."""
+    kept = memory.remember(Draft(text="The VPN host is vpn-1"), scope="ops").note
+    secret = memory.remember(Draft(text="The alarm code is 4711"), scope="ops").note
+    source = Memory(str(tmp_path / "source"), embedder)
+    source.remember(Draft(text="The VPN host moves to vpn-2 in March"), scope="ops")
+    later = datetime.now(UTC)  # after the notes, before the import reads the clock
+    events = [
+        lifecycle("revokes", "e_" + "4" * 26, kept.id, later),
+        lifecycle("forgets", "e_" + "5" * 26, secret.id, later),
+    ]
+    crafted = trailed([*list(source.export("ops"))[:-1], *events])
+    before = list(memory.export("ops", vectors=True))[1:]
+
+    def failing(notes: Sequence[tuple[Note, Sequence[float], bool]], model: str) -> int | None:
+        raise OSError("the disk is full")
+
+    monkeypatch.setattr(memory.tables, "add_notes", failing)
+    with pytest.raises(OSError, match="the disk is full"):
+        memory.import_lines(crafted)
+    assert list(memory.export("ops", vectors=True))[1:] == before
+    assert memory.history(kept.id).note.state is NoteState.ACTIVE
+    assert memory.history(secret.id).note.text == "The alarm code is 4711"
+
+    monkeypatch.undo()
+    done = memory.import_lines(crafted)
+    assert (done.notes_written, done.events_written, done.notes_erased) == (1, 2, [secret.id])
+    assert memory.history(kept.id).note.state is NoteState.REVOKED
+    assert memory.tables.notes([secret.id]) == {}
+
+
+def test_an_import_takes_a_byte_order_mark_and_refuses_deep_nesting_numbers_as_text_and_numbers_as_times(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """What a tool call refuses (server/arguments.py: a time is an ISO 8601 string) an import refuses too,
+    naming the line and the field; a BOM before the header, as some editors save UTF-8, is no problem."""
+    dropped = memory.remember(Draft(text="The cache is Redis"), scope="ops").note
+    memory.revoke(dropped.id, reason="it is Valkey now")
+    good = list(memory.export())
+    event = len(good) - 2
+    target = Memory(str(tmp_path / "target"), embedder)
+    deep = "[" * 10_000 + "]" * 10_000
+    for lines, number, problem in (
+        ([*good[:2], deep, *good[2:]], 3, "not a record: its JSON is nested too deeply"),
+        (edit(good, 1, confidence="0.5"), 2, "confidence: must be a number, not str"),
+        (edit(good, 1, confidence=True), 2, "confidence: must be a number, not bool"),
+        (edit(good, 1, recorded_at=1), 2, "recorded_at: must be an ISO 8601 string such as .*, not int"),
+        (edit(good, 1, recorded_at="1700000000"), 2, "recorded_at: '1700000000' is not an ISO 8601 time"),
+        (edit(good, 1, valid_until=1.5e9), 2, "valid_until: must be an ISO 8601 string .*, not float"),
+        (edit(good, event, confidence="1"), event + 1, "confidence: must be a number, not str"),
+        (edit(good, event, recorded_at=0), event + 1, "recorded_at: must be an ISO 8601 string"),
+    ):
+        with pytest.raises(InvalidArgument, match=rf"^line {number}: {problem}"):
+            target.import_lines(lines)
+        assert target.stats()["notes"] == 0
+    done = target.import_lines(["\ufeff" + good[0], *good[1:]])
+    assert (done.notes_written, done.events_written) == (1, 1)

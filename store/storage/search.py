@@ -3,6 +3,8 @@ by full text), all through the views of handles.py. The events table's reads are
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from lance.dataset import LanceDataset
     from lancedb.table import Table
 
+log = logging.getLogger(__name__)
+
 
 class Search(Handles):
     """The reads of one store's tables."""
@@ -31,6 +35,7 @@ class Search(Handles):
         self._vector_indexed = False
         self._vector_index_checked = -limits.SCOPE_SIZE_TTL  # time.monotonic() of the last look
         self._counted: dict[str, tuple[float, int, int]] = {}  # scope -> (when counted, its notes, the table's)
+        self._unreadable: set[str] = set()  # notes whose stored vector was found unreadable, named once each
 
     def _search(
         self, table: Table, columns: list[str], scope: str, at: datetime | None, **search: Any
@@ -61,7 +66,7 @@ class Search(Handles):
             return view.to_table(columns=columns_read, filter=clause, prefilter=clause is not None, **search), view
 
         found, view = self._read(read)
-        return _rows_with_vectors(found), view
+        return self._rows_with_vectors(found), view
 
     def notes(self, ids: Iterable[str]) -> dict[str, Note]:
         return self.notes_with_vectors(ids, vectors=False)[0]
@@ -76,7 +81,7 @@ class Search(Handles):
         if not ids or table is None:
             return {}, {}
         columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
-        rows = _rows_with_vectors(self.scan(table, columns, where.id_in(ids)))
+        rows = self._rows_with_vectors(self.scan(table, columns, where.id_in(ids)))
         notes = {row["id"]: note_from_row(row) for row, _ in rows}
         return notes, {row["id"]: v for row, vector in rows if (v := _readable(row, vector)) is not None}
 
@@ -98,7 +103,7 @@ class Search(Handles):
             ids = [i for i in ids if i not in taken]
         if ids:
             clause = where.all_of(where.id_in(ids), where.model_could_read())
-            rows = _rows_with_vectors(self.scan(table, ["id", "dense_ok", "vector"], clause))
+            rows = self._rows_with_vectors(self.scan(table, ["id", "dense_ok", "vector"], clause))
             found |= {row["id"]: vector for row, vector in rows if vector is not None}
         return found
 
@@ -111,8 +116,48 @@ class Search(Handles):
         if not here:
             return {}
         # an unstable Lance API: pyproject.toml holds pylance to 13.x, and a test reads through it
-        rows = _rows_with_vectors(view._take_rows(list(here.values()), columns=["id", "dense_ok", "vector"]))
+        rows = self._rows_with_vectors(view._take_rows(list(here.values()), columns=["id", "dense_ok", "vector"]))
         return {row["id"]: _readable(row, vector) for row, vector in rows if row["id"] in here}
+
+    def _rows_with_vectors(self, found: pa.Table) -> list[tuple[dict[str, Any], np.ndarray | None]]:
+        """The first row of each id, with its stored embedding if the read selected it (as a float32 array,
+        not 384 Python floats; see `_readable` for whether it means anything).
+
+        A stored vector with a null or a number that is not finite (a row an import wrote before it checked
+        vectors: a JSON writer turns NaN into null) is given as None, as no vector was read: one such note
+        must not fail every read of its scope. The note is still found by its words, and is named in a
+        warning, once in this process, so that it can be corrected or forgotten."""
+        vectors: list[np.ndarray | None] = [None] * found.num_rows
+        unreadable = []
+        if "vector" in found.column_names:
+            if found.num_rows:
+                column = found["vector"].combine_chunks()
+                size = column.type.list_size
+                # `values` ignores the offset, but keeps the slots of null vectors, which flatten() drops
+                values = column.values.slice(column.offset * size, found.num_rows * size)
+                matrix = values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(found.num_rows, size)
+                usable = np.isfinite(matrix).all(axis=1) & ~column.is_null().to_numpy(zero_copy_only=False)
+                vectors = [vector if ok else None for vector, ok in zip(matrix, usable.tolist(), strict=True)]
+                if not usable.all():
+                    ids = found["id"].to_pylist()
+                    unreadable = [ids[i] for i in np.flatnonzero(~usable)]
+            found = found.drop_columns(["vector"])
+        self._name_unreadable(unreadable)
+        seen: dict[str, tuple[dict[str, Any], np.ndarray | None]] = {}
+        for row, vector in zip(found.to_pylist(), vectors, strict=True):
+            seen.setdefault(row["id"], (row, vector))
+        return list(seen.values())
+
+    def _name_unreadable(self, ids: Iterable[str]) -> None:
+        for note_id in dict.fromkeys(ids):
+            if note_id not in self._unreadable:
+                self._unreadable.add(note_id)
+                log.warning(
+                    "note %s has a stored vector with a null or a number that is not finite (an import before "
+                    "vectors were checked): it is found by its words alone; correct it, or forget it and remember "
+                    "it again, to embed it anew",
+                    note_id,
+                )
 
     def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
         """Every note of a scope but those `leave_out` names, in one scan without the vectors (None while
@@ -135,6 +180,8 @@ class Search(Handles):
         else:
             nearest["nprobes"] = limits.VECTOR_PROBES
         rows, view = self._search(table, ["id", "dense_ok", "_distance"], scope, at, nearest=nearest)
+        if self.reads_vectors_along:  # a row whose vector is unreadable (`_rows_with_vectors`) has no similarity
+            rows = [(row, stored) for row, stored in rows if stored is not None]
         if rows and rows[0][1] is not None:  # exact, from the stored vectors read along
             similarities = _cosines(query, [stored for _, stored in rows])
         elif not exact and _wholly_indexed(view):  # on a bucket: reading the hits' vectors is a request each
@@ -213,13 +260,16 @@ class Search(Handles):
     # -- reading whole scopes: browsing and export (browse.py, transfer.py), not recall ----------
 
     def scope_notes(self, scope: str, with_vectors: bool = False) -> list[tuple[Note, list[float] | None]]:
-        """Every note of a scope, once each, with its stored embedding if asked for."""
+        """Every note of a scope, once each, with its stored embedding if asked for (None for one that is
+        unreadable, `_rows_with_vectors`: an export then leaves the import to embed that note anew)."""
         table = self.notes_table()
         if table is None:
             return []
         columns = [*_NOTE_COLUMNS, "vector"] if with_vectors else _NOTE_COLUMNS
         rows = _first_of_each_id(self.scan(table, columns, where.scope_is(scope)).to_pylist())
-        return [(note_from_row(row), row.get("vector")) for row in rows]
+        unreadable = {row["id"] for row in rows if not _finite(row.get("vector"))}
+        self._name_unreadable(unreadable)
+        return [(note_from_row(row), None if row["id"] in unreadable else row.get("vector")) for row in rows]
 
     def scopes(self) -> dict[str, dict[str, Any]]:
         """Each scope with its stored notes and events, the time of its latest note, and the time of its
@@ -250,6 +300,10 @@ def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def _finite(vector: list[float | None] | None) -> bool:
+    return vector is None or all(x is not None and math.isfinite(x) for x in vector)
+
+
 def _readable(row: dict[str, Any], vector: np.ndarray | None) -> np.ndarray | None:
     """A stored embedding, if the model could read its note's text (`dense_ok`): else it is the
     embedding of unknown tokens, near everything such alike."""
@@ -264,19 +318,3 @@ def _cosines(query: np.ndarray, vectors: Sequence[np.ndarray | None]) -> list[fl
     dots = rows @ query
     cosines: list[float] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0).tolist()
     return cosines
-
-
-def _rows_with_vectors(found: pa.Table) -> list[tuple[dict[str, Any], np.ndarray | None]]:
-    """The first row of each id, with its stored embedding if the read selected it (as a float32 array,
-    not 384 Python floats; see `_readable` for whether it means anything)."""
-    vectors: list[np.ndarray | None] = [None] * found.num_rows
-    if "vector" in found.column_names:
-        if found.num_rows:
-            column = found["vector"].combine_chunks()
-            matrix = column.flatten().to_numpy().astype(np.float32).reshape(found.num_rows, -1)
-            vectors = list(matrix)
-        found = found.drop_columns(["vector"])
-    seen: dict[str, tuple[dict[str, Any], np.ndarray | None]] = {}
-    for row, vector in zip(found.to_pylist(), vectors, strict=True):
-        seen.setdefault(row["id"], (row, vector))
-    return list(seen.values())

@@ -65,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
         "token of 16+ characters that every request must carry (required unless --host is loopback); "
         "CORRIGENDA_ALLOWED_HOSTS and CORRIGENDA_ALLOWED_ORIGINS, comma-separated Host and Origin values to "
         "accept instead of the defaults (the loopback names and --host, with the port); CORRIGENDA_GRANTS, a "
-        "grants file, and CORRIGENDA_OAUTH_ISSUER with CORRIGENDA_RESOURCE for OAuth access tokens (docs/reference.md).",
+        "grants file, and CORRIGENDA_OAUTH_ISSUER with CORRIGENDA_RESOURCE for OAuth access tokens; "
+        "CORRIGENDA_SESSION_SECRET, 32+ characters, the key of the web view's session cookies, the same on every "
+        "server behind one load balancer (docs/reference.md).",
     )
     serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT (default stdio)")
     serve.add_argument("--host", help="http, and the web view of stdio --ui; env CORRIGENDA_HOST (default 127.0.0.1)")

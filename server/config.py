@@ -72,6 +72,8 @@ def is_loopback(host: str) -> bool:
 
 
 MIN_TOKEN_LENGTH = 16  # a guessable token on a reachable port is no lock at all
+# The key of every web-view session: 32 characters of `secrets.token_urlsafe` carry 192 bits, beyond guessing.
+MIN_SESSION_SECRET_LENGTH = 32
 
 # NoDecode: a list variable holds comma-separated values, not the JSON pydantic-settings expects.
 CommaSeparated = Annotated[list[str] | None, NoDecode]
@@ -113,6 +115,13 @@ class Settings(BaseSettings):
     # From the environment only, never a flag: a flag's value shows in `ps` to every local user.
     token: SecretStr | None = Field(
         None, description="Bearer token every HTTP request must carry; required off loopback."
+    )
+    # From the environment only, like the token.
+    session_secret: SecretStr | None = Field(
+        None,
+        description="Key of the web view's session cookies, the same on every server of a fleet behind one "
+        "load balancer, so that a session opened on one is good on all and across restarts; unset, each "
+        "process draws its own at start and its sessions end with it (ui_gate.py).",
     )
     grants: str | None = Field(
         None,
@@ -172,6 +181,18 @@ class Settings(BaseSettings):
                 {"length": MIN_TOKEN_LENGTH},
             )
         return token
+
+    @field_validator("session_secret")
+    @classmethod
+    def _secret_long_enough(cls, secret: SecretStr | None) -> SecretStr | None:
+        if secret is not None and len(secret.get_secret_value()) < MIN_SESSION_SECRET_LENGTH:
+            raise PydanticCustomError(
+                "session_secret_too_short",
+                "set CORRIGENDA_SESSION_SECRET to at least {length} characters, e.g. the output of "
+                "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`, the same on every server",
+                {"length": MIN_SESSION_SECRET_LENGTH},
+            )
+        return secret
 
     @field_validator("oauth_issuer", "resource", "oauth_jwks")
     @classmethod

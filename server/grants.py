@@ -25,6 +25,12 @@ An access token is the credential its subject names; else the one a group of it 
 scope of it names. Two credentials that match at the first of these that matches any make the token
 ambiguous: it is refused (who it is would be a guess), as is a token that matches none.
 
+The file holds digests and claim values, never a token or a key: reading it lets no one in, neither
+to the MCP endpoint, which takes the token itself, nor to the web view, whose sessions are signed with
+a secret the server holds (ui_gate.py). Guard it all the same: it names who may read and write what,
+and whoever can change it can grant themselves anything. It is read once, at start: a credential
+removed or given a new token is refused, its web-view sessions too, from the next start.
+
 A file with an error stops the server before it listens, naming the line and what is wrong.
 """
 

@@ -13,7 +13,8 @@ Server-rendered pages (no build step, no CDN, no script: the stylesheet and icon
   when and why it was forgotten; `/notes` a scope's notes by state; `/changes` what changed since.
 
 Writes are POSTs to `/act` only, carrying the page's form token and an Origin of this web view's own
-(a page elsewhere can neither read the token nor pass the check). Host and Origin are checked as the
+(a page elsewhere can neither read the token nor pass the check); so is `/logout`, which ends the
+session (ui_gate.py) when the web view has credentials. Host and Origin are checked as the
 MCP endpoint checks them, and when the server has credentials (CORRIGENDA_TOKEN, a grants file's
 tokens) every page asks for one (ui_gate.py) and shows and changes only the scopes its grant allows,
 a person's writes recorded under the credential's name (`person:ada`); off loopback the web view does
@@ -27,6 +28,7 @@ import hmac
 import secrets
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,7 +55,7 @@ from .connections import bounded_server
 from .grants import SHARED_TOKEN, Grants
 from .grants import load as load_grants
 from .http import RefusedToListen, authenticates, check_port, netloc, refuse_exposure_without_token, transport_security
-from .ui_gate import Gate, grant_of
+from .ui_gate import SESSION_LIFETIME, Gate, Sessions, grant_of, logged_out, session_of
 
 STATIC = Path(__file__).with_name("ui_static")
 ON = ' class="on"'  # the tab being shown
@@ -88,10 +90,16 @@ class Refused(Exception):
         self.status = status
 
 
-def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlette:
+def build_ui(
+    memory: Memory, default_scope: str, settings: Settings, clock: Callable[[], float] = time.time
+) -> Starlette:
     """The web view over one store; `default_scope` (the project's) is where it opens when that holds
-    notes and the caller may read it. GrantsError if the settings' grants file cannot be used."""
+    notes and the caller may read it; `clock` is the time its sessions go by. GrantsError if the
+    settings' grants file cannot be used."""
     csrf = secrets.token_urlsafe(32)
+    # The fleet's configured key, else this process's own: its sessions end with it.
+    configured = settings.session_secret
+    sessions = Sessions(configured.get_secret_value().encode() if configured else secrets.token_bytes(32), clock)
     grants: Grants | None = None  # None: every caller is the local user, who may do anything
     if authenticates(settings):
         token = settings.token.get_secret_value() if settings.token else None
@@ -155,6 +163,11 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
         return listed.scopes[0].scope if listed.scopes else default_scope
 
     def page(where: h.Here, title: str, body: str, status: int = 200) -> HTMLResponse:
+        if grants is not None:  # a caller with a credential: the way to end its session
+            body += (
+                f'<form class="logout" method="post" action="{where.url("/logout")}">'
+                f'<input type="hidden" name="csrf" value="{h.e(where.csrf)}"><button>Log out</button></form>'
+            )
         return HTMLResponse(h.document(where, title, body, memory.tables.uri), status_code=status)
 
     async def home(request: Request) -> Response:
@@ -352,13 +365,19 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
 
     # -- a person's hands ----------------------------------------------------------------------
 
-    async def act(request: Request) -> Response:
+    async def posted(request: Request) -> FormData:
+        """The form of a POST from a page of this web view (its Origin, and the page's form token), else
+        Refused (403)."""
         same_origin(request)
         form = await request.form()
         if not hmac.compare_digest(str(form.get("csrf", "")).encode(), csrf.encode()):
             raise Refused(
                 "this form is out of date or did not come from this web view: reload the page and try again", 403
             )
+        return form
+
+    async def act(request: Request) -> Response:
+        form = await posted(request)
         action = field(form, "action")
         note_id = field(form, "note_id")
         reason = field(form, "reason")
@@ -420,6 +439,13 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
             raise Refused(f"action: {action!r} is not one of correct, revoke, reinstate, link, forget")
         return note_id
 
+    async def logout(request: Request) -> Response:
+        await posted(request)
+        session = session_of(request)
+        if session is not None:  # by bearer there is no session: the cookie, if any, is dropped all the same
+            sessions.end(session)
+        return logged_out()
+
     def plain(request: Request) -> h.Here:
         """Where a page that reads nothing stands: the scope asked for, else the project's."""
         return h.Here(
@@ -459,12 +485,13 @@ def build_ui(memory: Memory, default_scope: str, settings: Settings) -> Starlett
             Route("/notes", guarded(notes)),
             Route("/changes", guarded(changes)),
             Route("/act", guarded(act), methods=["POST"]),
+            *([Route("/logout", guarded(logout), methods=["POST"])] if grants is not None else []),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={404: no_such_page},
         middleware=[
             Middleware(Headers),
-            Middleware(Gate, security=transport_security(settings, settings.ui_port), grants=grants),
+            Middleware(Gate, security=transport_security(settings, settings.ui_port), grants=grants, sessions=sessions),
         ],
     )
 
@@ -536,8 +563,9 @@ def announcement(base: str, settings: Settings) -> str:
             if on
         )
         access = (
-            f"token required: open {base}?token=<{given}> once in the browser (it keeps a session cookie), "
-            "or send Authorization: Bearer; a grants file's token sees its own scopes only"
+            f"token required: open {base}?token=<{given}> once in the browser (it keeps a session cookie for "
+            f"{SESSION_LIFETIME // 3600} hours, or until Log out), or send Authorization: Bearer; a grants "
+            "file's token sees its own scopes only"
         )
     return f"web view on {base}; {access}"
 

@@ -4,11 +4,27 @@ credential.
 When the server has credentials (CORRIGENDA_TOKEN, or the static tokens of a grants file), the web
 view asks for one as the MCP endpoint does, or anyone who reaches the port (another local user;
 other machines off loopback) reads the memory. A browser sends no Authorization header of its own
-accord, so a person opens any page once with `?token=...`: the answer sets an HttpOnly,
-SameSite=Strict session cookie and redirects to the same address without the token. The cookie
-names the credential and carries a MAC keyed by the digest of its token, not the token, so it cannot
-be replayed against the MCP endpoint, which can write. `Authorization: Bearer` is accepted too. The
-credential's grant is handed to the pages (`grant_of`), which show and change only its scopes.
+accord, so a person opens any page once with `?token=...`: the answer opens a session, sets an
+HttpOnly, SameSite=Strict cookie and redirects to the same address without the token.
+`Authorization: Bearer` is accepted too. The credential's grant is handed to the pages (`grant_of`),
+which show and change only its scopes.
+
+A session is a signed cookie, `NAME.ID.OPENED.MAC`: the credential's name, a random id, when it was
+opened, and an HMAC-SHA256 of those and of the token's digest under the server's session secret. So:
+- Only the token opens a session. The secret is drawn at random by each process at start, or is
+  CORRIGENDA_SESSION_SECRET, shared by the servers of a fleet behind one load balancer; it is never
+  in the grants file, whose digests alone make no cookie.
+- A session lasts SESSION_LIFETIME; an older cookie gets the same 401 as none.
+- A credential removed from the grants file, or whose token changed, opens nothing from the next
+  start (the file is read once, at start): its name no longer has that digest, so its MAC no longer
+  matches. A new random secret at each start ends every session; changing the configured one ends
+  every session of the fleet.
+- `POST /logout` (with the page's form token) ends the session: the browser drops the cookie and this
+  process refuses it until it would have expired anyway. Other servers of a fleet do not hear of it;
+  the cookie, which the browser no longer has, would open them until then.
+- Nothing is kept per session but the ids of sessions logged out and not yet expired, at most
+  MAX_ENDED; past that, a logout ends every session of its credential on this process instead.
+- The cookie is not a token: the MCP endpoint, which can write, takes none.
 Tokens are looked up by digest and MACs compared in constant time, so that response timing does not
 reveal how much of a guess was right.
 """
@@ -17,6 +33,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
@@ -28,15 +48,88 @@ from .grants import Grant, Grants, digest
 COOKIE = "corrigenda_ui"
 QUERY = "token"
 GRANT = "corrigenda.grant"  # the key of the caller's Grant in the ASGI scope
+SESSION = "corrigenda.session"  # the key of the caller's Session in the ASGI scope (none by bearer)
+# A working day: a person gives the token once in the morning, and a cookie left in a browser of a
+# shared machine, or copied from one, opens nothing the next day.
+SESSION_LIFETIME = 12 * 60 * 60  # seconds
+# Sessions logged out before they expired, remembered until they would have: 10 000 ids (1.5 MB at
+# most) outlast any team's logouts in a day; only a credential logging out in a loop fills them.
+MAX_ENDED = 10_000
 
-ASK_FOR_THE_TOKEN = """<!doctype html>
+ASK_FOR_THE_TOKEN = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Token required · corrigenda</title></head>
 <body><h1>This web view needs a token</h1>
 <p>Open this address once with <code>?token=</code> and your token added: the value of
 <code>CORRIGENDA_TOKEN</code>, or the token of your credential in the server's grants file (for
 example <code>…/ui/?token=…</code> under <code>serve --transport http --ui</code>, <code>…/?token=…</code>
-otherwise). The browser then keeps a cookie for this session. A program can send
-<code>Authorization: Bearer</code> and the token instead.</p></body></html>"""
+otherwise). The browser then keeps a cookie for this session, for {SESSION_LIFETIME // 3600} hours or
+until you log out. A program can send <code>Authorization: Bearer</code> and the token instead.</p>
+</body></html>"""
+
+LOGGED_OUT = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Logged out · corrigenda</title></head>
+<body><h1>Logged out</h1>
+<p>This browser's session of the web view has ended. Open any page once with <code>?token=</code> and
+your token to start another.</p></body></html>"""
+
+
+@dataclass(frozen=True)
+class Session:
+    """One browser's session: the credential it is, a random id, and when it was opened (seconds since
+    the epoch)."""
+
+    name: str
+    id: str
+    opened: int
+
+
+class Sessions:
+    """The web view's sessions (the module's rules): opened with a token, checked against the current
+    credentials, ended by logout or by SESSION_LIFETIME. `secret` keys their MACs; `clock` tells the
+    time, in seconds since the epoch."""
+
+    def __init__(self, secret: bytes, clock: Callable[[], float] = time.time) -> None:
+        self.secret = secret
+        self.clock = clock
+        self.ended: dict[str, int] = {}  # id of a session logged out -> when it was opened
+        self.ended_until: dict[str, int] = {}  # credential -> its sessions opened until then are ended
+
+    def open(self, name: str, token_digest: str) -> str:
+        """The cookie of a new session of credential `name`, whose token has `token_digest`."""
+        session = Session(name, secrets.token_urlsafe(16), int(self.clock()))
+        return f"{name}.{session.id}.{session.opened}.{self._mac(session, token_digest)}"
+
+    def check(self, cookie: str, digests: Mapping[str, str]) -> Session | None:
+        """The session `cookie` holds, if its MAC is this secret's over a current credential's token
+        (`digests`: each credential's name and its token's digest), it has not expired, and it was not
+        ended; else None."""
+        parts = cookie.rsplit(".", 3)
+        if len(parts) != 4 or not (parts[2].isascii() and parts[2].isdigit() and len(parts[2]) <= 12):
+            return None  # 12 digits: seconds until the year 33658, and never a number too long to parse
+        name, session_id, opened, mac = parts
+        session = Session(name, session_id, int(opened))
+        known = digests.get(name)
+        if known is None or not hmac.compare_digest(mac.encode(), self._mac(session, known).encode()):
+            return None
+        if self.clock() - session.opened >= SESSION_LIFETIME:
+            return None
+        if session.id in self.ended or session.opened <= self.ended_until.get(name, -1):
+            return None
+        return session
+
+    def end(self, session: Session) -> None:
+        """Refuse `session` from now on, keeping no more than MAX_ENDED ids: past that, every session of
+        its credential opened until now ends with it."""
+        now = self.clock()
+        self.ended = {i: opened for i, opened in self.ended.items() if now - opened < SESSION_LIFETIME}
+        if len(self.ended) < MAX_ENDED:
+            self.ended[session.id] = session.opened
+        else:
+            self.ended_until[session.name] = int(now)
+
+    def _mac(self, session: Session, token_digest: str) -> str:
+        said = f"corrigenda web view session\n{session.name}\n{session.id}\n{session.opened}\n{token_digest}"
+        return hmac.new(self.secret, said.encode(), hashlib.sha256).hexdigest()
 
 
 class Gate:
@@ -44,10 +137,13 @@ class Gate:
     credential, a request without one of them (401, a page saying how to pass it and nothing from the
     memory). `grants` None: no credentials, every caller is the local user (loopback only)."""
 
-    def __init__(self, app: ASGIApp, security: TransportSecuritySettings, grants: Grants | None) -> None:
+    def __init__(
+        self, app: ASGIApp, security: TransportSecuritySettings, grants: Grants | None, sessions: Sessions
+    ) -> None:
         self.app = app
         self.hosts = TransportSecurityMiddleware(security)
         self.grants = grants
+        self.sessions = sessions
         self.digests = {g.name: d for d, g in grants.by_digest.items()} if grants is not None else {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -64,44 +160,32 @@ class Gate:
             await answer(scope, receive, send)
 
     def _check_credential(self, request: Request, scope: Scope) -> Response | None:
-        """None to let the request through (its grant put in `scope`), else the answer: a redirect that
-        sets the cookie, or 401."""
+        """None to let the request through (its grant, and its session if by cookie, put in `scope`),
+        else the answer: a redirect that opens a session, or 401."""
         assert self.grants is not None
         offered = request.query_params.get(QUERY)
         if offered is not None:
-            grant = self.grants.by_digest.get(digest(offered))
+            token_digest = digest(offered)
+            grant = self.grants.by_digest.get(token_digest)
             if grant is None:
                 return refused()
             url = request.url.remove_query_params(QUERY)
             redirect = RedirectResponse(url.path + (f"?{url.query}" if url.query else ""), status_code=303)
-            redirect.set_cookie(
-                COOKIE, cookie_value(grant.name, digest(offered)), httponly=True, samesite="strict", path="/"
-            )
+            cookie = self.sessions.open(grant.name, token_digest)
+            redirect.set_cookie(COOKIE, cookie, max_age=SESSION_LIFETIME, httponly=True, samesite="strict", path="/")
             redirect.headers["Cache-Control"] = "no-store"
             return redirect
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "bearer":
             grant = self.grants.by_digest.get(digest(bearer.strip()))
         else:
-            grant = self._session(request.cookies.get(COOKIE, ""))
+            session = self.sessions.check(request.cookies.get(COOKIE, ""), self.digests)
+            grant = self.grants.by_digest.get(self.digests[session.name]) if session is not None else None
+            scope[SESSION] = session
         if grant is None:
             return refused()
         scope[GRANT] = grant
         return None
-
-    def _session(self, cookie: str) -> Grant | None:
-        """The grant a session cookie names, if its MAC is that credential's."""
-        name = cookie.rpartition(".")[0]
-        known = self.digests.get(name)
-        if known is None or not hmac.compare_digest(cookie.encode(), cookie_value(name, known).encode()):
-            return None
-        return self.grants.by_digest.get(known) if self.grants is not None else None
-
-
-def cookie_value(name: str, token_digest: str) -> str:
-    """`NAME.MAC`: the credential's name and a MAC of it keyed by its token's digest."""
-    mac = hmac.new(token_digest.encode(), f"corrigenda web view session {name}".encode(), hashlib.sha256).hexdigest()
-    return f"{name}.{mac}"
 
 
 def grant_of(request: Request) -> Grant | None:
@@ -110,7 +194,20 @@ def grant_of(request: Request) -> Grant | None:
     return grant
 
 
+def session_of(request: Request) -> Session | None:
+    """The caller's session, set by the Gate; None for a bearer token or the local user."""
+    session: Session | None = request.scope.get(SESSION)
+    return session
+
+
 def refused() -> Response:
     return HTMLResponse(
         ASK_FOR_THE_TOKEN, status_code=401, headers={"WWW-Authenticate": "Bearer", "Cache-Control": "no-store"}
     )
+
+
+def logged_out() -> Response:
+    """The answer to a logout: the page saying so, and the cookie dropped."""
+    answer = HTMLResponse(LOGGED_OUT, headers={"Cache-Control": "no-store"})
+    answer.delete_cookie(COOKIE, httponly=True, samesite="strict", path="/")
+    return answer

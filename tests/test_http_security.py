@@ -246,6 +246,9 @@ def test_the_web_view_under_ui_keeps_its_own_gate_and_leaves_the_mcp_endpoint_to
             assert browser.get("/ui/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
             # the cookie (or a token in the query) opens the web view, never the endpoint that writes
             assert browser.post(f"/mcp?token={TOKEN}", json=INITIALIZE).status_code == 401
+            session = browser.cookies["corrigenda_ui"]
+        assert post(f"{url}/mcp", {"Cookie": f"corrigenda_ui={session}"}).status_code == 401
+        assert post(f"{url}/mcp", {"Authorization": f"Bearer {session}"}).status_code == 401
         assert post(f"{url}/mcp", {}).status_code == 401
         assert post(f"{url}/mcp", {"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 

@@ -6,17 +6,24 @@ tests/test_ui.py drives the same pages in Chromium, through the real command."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import html
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from corrigenda.server import ui_gate
 from corrigenda.server.config import Settings
 from corrigenda.server.grants import digest
 from corrigenda.server.ui import build_ui
+from corrigenda.server.ui_gate import SESSION_LIFETIME, Session, Sessions
 from corrigenda.store import Draft, Memory
+from pydantic import ValidationError
 from starlette.testclient import TestClient
 
 from .test_ui import seed
@@ -269,15 +276,25 @@ def test_a_possibly_outdated_mark_in_a_search_is_settled_by_a_person_from_the_se
 ADA, BOB = "ada-token-0123456789abcdef", "bob-token-0123456789abcdef"
 
 
-def granted(memory: Memory, tmp_path: Path, scope: str = "ada") -> TestClient:
-    """The web view with a grants file: ada reads team-* and ada, writes ada; bob reads and writes bob."""
+def granted(
+    memory: Memory, tmp_path: Path, scope: str = "ada", clock: Callable[[], float] = time.time, **settings: Any
+) -> TestClient:
+    """The web view with a grants file: ada reads team-* and ada, writes ada; bob reads and writes bob
+    (unless the file is already there). `clock`: the time its sessions go by."""
     grants = tmp_path / "grants.toml"
-    grants.write_text(
-        f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{digest(ADA)}"\nread = ["team-*"]\nwrite = ["ada"]\n\n'
-        f'[[credentials]]\nname = "bob"\ntoken_sha256 = "{digest(BOB)}"\nwrite = ["bob"]\n'
-    )
-    app = build_ui(memory, scope, Settings(db=memory.tables.uri, person="Ada", grants=str(grants)))
+    if not grants.exists():
+        write_grants(grants, {"ada": ADA, "bob": BOB})
+    app = build_ui(memory, scope, Settings(db=memory.tables.uri, person="Ada", grants=str(grants), **settings), clock)
     return TestClient(app, base_url=ORIGIN, headers={"Origin": ORIGIN})
+
+
+def write_grants(path: Path, tokens: dict[str, str]) -> None:
+    """ada reads team-* and ada, writes ada; every other name reads and writes its own scope."""
+    path.write_text("".join(
+        f'[[credentials]]\nname = "{name}"\ntoken_sha256 = "{digest(token)}"\n'
+        + ('read = ["team-*"]\nwrite = ["ada"]\n\n' if name == "ada" else f'write = ["{name}"]\n\n')
+        for name, token in tokens.items()
+    ))  # fmt: skip
 
 
 def test_with_a_grants_file_a_credential_sees_and_changes_its_own_scopes_only(memory: Memory, tmp_path: Path) -> None:
@@ -323,3 +340,133 @@ def test_with_a_grants_file_a_credential_sees_and_changes_its_own_scopes_only(me
         assert client.get(f"/chain/{mine.id}", headers=bob).status_code == 403
         client.cookies.set("corrigenda_ui", "ada." + "0" * 64)
         assert client.get("/").status_code == 401  # a session cookie is the credential's MAC, not its name
+
+
+def test_a_cookie_minted_from_the_grants_files_digest_opens_nothing(memory: Memory, tmp_path: Path) -> None:
+    """Whoever reads the grants file knows each token's digest; that is no key to a session."""
+    memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
+    mac = hmac.new(digest(ADA).encode(), b"corrigenda web view session ada", hashlib.sha256).hexdigest()
+    with granted(memory, tmp_path) as client:
+        client.cookies.set("corrigenda_ui", f"ada.{mac}")
+        page = client.get("/")
+    assert page.status_code == 401 and "Ada build" not in page.text
+
+
+SECRET = "a-fleet-secret-of-32-characters-or-more"
+
+
+class Clock:
+    """The time a web view's sessions go by, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def logged_in(client: TestClient, token: str = ADA) -> str:
+    """Open a session with `token`, as a person does once with ?token=; its cookie."""
+    entered = client.get(f"/?token={token}", follow_redirects=False)
+    assert entered.status_code == 303 and f"Max-Age={SESSION_LIFETIME}" in entered.headers["set-cookie"]
+    cookie = client.cookies.get("corrigenda_ui")
+    assert cookie and token not in cookie and digest(token) not in cookie
+    return cookie
+
+
+def test_a_session_opened_with_the_token_ends_at_logout(memory: Memory, tmp_path: Path) -> None:
+    memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
+    with granted(memory, tmp_path) as client:
+        cookie = logged_in(client)
+        landing = client.get("/").text
+        assert "Ada build runs on the blue runner" in landing and "Log out</button>" in landing
+        assert client.post("/logout").status_code == 403  # without the page's form token: nothing ends
+        assert client.post("/logout", data={"csrf": form_token(landing)}, headers={"Origin": "http://evil.example"}
+                           ).status_code == 403  # fmt: skip
+        assert client.get("/").status_code == 200
+
+        out = client.post("/logout", data={"csrf": form_token(landing)})
+        assert out.status_code == 200 and "Logged out" in out.text and "Ada build" not in out.text
+        assert 'corrigenda_ui=""' in out.headers["set-cookie"] or "Max-Age=0" in out.headers["set-cookie"]
+        assert client.get("/").status_code == 401
+        client.cookies.set("corrigenda_ui", cookie)  # a copy kept from before: ended all the same
+        refused = client.get("/")
+        assert refused.status_code == 401 and "Ada build" not in refused.text and "?token=" in refused.text
+        client.cookies.clear()
+        logged_in(client)  # the token opens a new one
+        assert client.get("/").status_code == 200
+
+
+def test_a_session_expires_after_its_lifetime(memory: Memory, tmp_path: Path) -> None:
+    clock = Clock()
+    with granted(memory, tmp_path, clock=clock) as client:
+        logged_in(client)
+        clock.now += SESSION_LIFETIME - 1
+        assert client.get("/").status_code == 200
+        clock.now += 1
+        expired = client.get("/")
+        assert expired.status_code == 401 and "This web view needs a token" in expired.text
+
+
+def test_a_session_opens_only_the_servers_that_share_its_secret(memory: Memory, tmp_path: Path) -> None:
+    with granted(memory, tmp_path) as first:
+        cookie = logged_in(first)
+    with granted(memory, tmp_path) as restarted:  # another process: a secret of its own
+        restarted.cookies.set("corrigenda_ui", cookie)
+        assert restarted.get("/").status_code == 401
+    with granted(memory, tmp_path, session_secret=SECRET) as first:
+        cookie = logged_in(first)
+    with granted(memory, tmp_path, session_secret=SECRET) as second:  # a fleet's other server
+        second.cookies.set("corrigenda_ui", cookie)
+        assert second.get("/").status_code == 200
+    with granted(memory, tmp_path, session_secret=SECRET[::-1]) as other:
+        other.cookies.set("corrigenda_ui", cookie)
+        assert other.get("/").status_code == 401
+
+
+def test_the_session_of_a_credential_removed_or_given_a_new_token_opens_nothing(memory: Memory, tmp_path: Path) -> None:
+    memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
+    with granted(memory, tmp_path, session_secret=SECRET) as client:
+        adas, bobs = logged_in(client, ADA), logged_in(client, BOB)
+    new_token = "ada-new-token-0123456789abcdef"
+    write_grants(tmp_path / "grants.toml", {"ada": new_token})  # ada's token changed, bob removed
+    with granted(memory, tmp_path, session_secret=SECRET) as client:  # the server started again with the file
+        for cookie in (adas, bobs):
+            client.cookies.set("corrigenda_ui", cookie)
+            refused = client.get("/")
+            assert refused.status_code == 401 and "Ada build" not in refused.text
+        client.cookies.clear()
+        assert client.get(f"/?token={ADA}").status_code == 401
+        logged_in(client, new_token)
+        assert "Ada build runs on the blue runner" in client.get("/").text
+
+
+def test_logged_out_sessions_are_remembered_until_they_expire_and_no_more_than_max_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    sessions = Sessions(b"k" * 32, clock)
+    digests = {"ada": digest(ADA), "bob": digest(BOB)}
+
+    def opened(name: str, token: str) -> tuple[str, Session]:
+        cookie = sessions.open(name, digest(token))
+        session = sessions.check(cookie, digests)
+        assert session is not None
+        return cookie, session
+
+    monkeypatch.setattr(ui_gate, "MAX_ENDED", 2)
+    ada, bob = [opened("ada", ADA) for _ in range(3)], opened("bob", BOB)
+    sessions.end(ada[0][1])
+    sessions.end(ada[1][1])
+    assert sessions.check(ada[0][0], digests) is None and sessions.check(ada[2][0], digests) is not None
+    sessions.end(bob[1])  # full: bob's every session so far ends
+    assert len(sessions.ended) == 2 and sessions.check(bob[0], digests) is None
+    assert sessions.check(ada[2][0], digests) is not None  # ada's others are untouched
+    clock.now += SESSION_LIFETIME
+    sessions.end(opened("ada", ADA)[1])  # the expired ids are dropped before a new one is kept
+    assert len(sessions.ended) == 1
+
+
+def test_a_session_secret_too_short_to_be_a_key_is_refused() -> None:
+    with pytest.raises(ValidationError, match="CORRIGENDA_SESSION_SECRET to at least 32 characters"):
+        Settings(session_secret="short-secret")

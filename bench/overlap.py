@@ -4,7 +4,7 @@
 (docs/design.md, "How it works": the model beside the reads). This bench measures what that saves in one
 process on one store, the two ways interleaved so that the machine's load falls on both alike: the
 way the store does it, and the way it did before (the note embedded first, then every read), made
-by replacing `Memory.embed_note` with one that embeds at once. Each round calls `remember` and
+by replacing `Writes.embed_note` (store/writes.py) with one that embeds at once. Each round calls `remember` and
 `correct` once each way, alternating which way goes first; the first `--warm` rounds are not
 counted.
 
@@ -29,12 +29,13 @@ from typing import Any
 
 import harness  # bench/harness.py: sys.path[0] is bench/ when run as a script
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
+from corrigenda.store.writes import Writes
 from scale import make_corpus, ms_summary  # bench/scale.py: sys.path[0] is bench/ when run as a script
 
 IMPORT_BATCH = 2000
 
 
-def embedded_first(self: Memory, text: str) -> Future[list[float]]:
+def embedded_first(self: Writes, text: str) -> Future[list[float]]:
     """The way before: the note embedded at once, before the write reads anything."""
     done: Future[list[float]] = Future()
     done.set_result(self.embedder.embed([text])[0])
@@ -42,8 +43,8 @@ def embedded_first(self: Memory, text: str) -> Future[list[float]]:
 
 
 def run(notes: int, rounds: int, warm: int, seed: int) -> dict[str, Any]:
-    beside = Memory.embed_note
-    ways: dict[str, Callable[[Memory, str], Future[list[float]]]] = {"beside": beside, "first": embedded_first}
+    beside = Writes.embed_note
+    ways: dict[str, Callable[[Writes, str], Future[list[float]]]] = {"beside": beside, "first": embedded_first}
     rng = random.Random(seed)
     timings: dict[str, list[float]] = {f"{op} {way}": [] for op in ("remember", "correct") for way in ways}
     with tempfile.TemporaryDirectory() as scratch:
@@ -58,7 +59,7 @@ def run(notes: int, rounds: int, warm: int, seed: int) -> dict[str, Any]:
         try:
             for i in range(rounds):
                 for way in list(ways) if i % 2 else list(reversed(ways)):
-                    Memory.embed_note = ways[way]  # type: ignore[method-assign]
+                    Writes.embed_note = ways[way]  # type: ignore[method-assign]
                     text = f"{corpus.notes[rng.randrange(notes)].text} (variant {i}, {way})"
                     started = time.perf_counter()
                     memory.remember(Draft(text=text), scope="s")
@@ -72,7 +73,7 @@ def run(notes: int, rounds: int, warm: int, seed: int) -> dict[str, Any]:
                         timings[f"remember {way}"].append(remembered)
                         timings[f"correct {way}"].append(corrected)
         finally:
-            Memory.embed_note = beside  # type: ignore[method-assign]
+            Writes.embed_note = beside  # type: ignore[method-assign]
     summary = {name: ms_summary(seconds) for name, seconds in timings.items()}
     for op in ("remember", "correct"):
         summary[f"{op} saved"] = {

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 import anyio.to_thread
-from corrigenda.store import Memory
+from corrigenda.store import CorrigendaError, Memory
 from corrigenda.store.model import agent_actor, credential_actor
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
@@ -22,8 +22,8 @@ from pydantic import BaseModel
 
 from . import project, roots
 from .config import Settings
-from .errors import tool_errors
-from .grants import Grant, Grants
+from .errors import readable_scopes_only, tool_errors
+from .grants import Grant, Grants, NotGranted, admit
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger("corrigenda.audit")  # who read and wrote which scope: never a note's text
@@ -46,10 +46,23 @@ def app_of(ctx: Context) -> AppContext:
     return app
 
 
-async def call(ctx: Context, tool: str, work: Callable[[Memory], T]) -> T:
-    """Run store work off the event loop, with store errors turned into tool errors."""
+async def call(ctx: Context, tool: str, work: Callable[[Memory], T], reads: str | None = None) -> T:
+    """Run store work off the event loop (`on_store`), with store errors turned into tool errors."""
     with tool_errors(tool):
-        return await anyio.to_thread.run_sync(partial(work, app_of(ctx).memory))
+        return await on_store(ctx, work, reads)
+
+
+async def on_store(ctx: Context, work: Callable[[Memory], T], reads: str | None = None) -> T:
+    """Run store work off the event loop; `reads`: the scope it reads, whose refusal as holding nothing
+    names only scopes the caller may read (errors.readable_scopes_only)."""
+    grant = grant_of(ctx)
+    may_read = grant.may_read if grant is not None else None
+
+    def confined(memory: Memory) -> T:
+        with readable_scopes_only(memory, reads, may_read):
+            return work(memory)
+
+    return await anyio.to_thread.run_sync(confined, app_of(ctx).memory)
 
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
@@ -110,25 +123,31 @@ def actor_of(ctx: Context) -> str | None:
     return client_name(ctx) if grant is None else credential_actor(grant.name, client_name(ctx))
 
 
+Refuse = Callable[[str], Exception]  # what a refusal is raised as: ToolError, ResourceError, errors.prompt_error
+
+
 def permit(
-    ctx: Context, scope: str, write: bool, tool: str, target: str | None = None, refuse: type[Exception] = ToolError
-) -> None:
-    """Raise `refuse` naming the scope unless the caller may read (or write) it; log the access to the
-    audit log either way (a credential's calls only: the local user is not audited)."""
-    grant = grant_of(ctx)
-    refusal = grant.refusal(scope, write, f"{tool} {target}" if target else tool) if grant is not None else None
-    if refusal is not None:
-        raise refuse(f"{refusal} (the server's grants file); nothing was done")
+    ctx: Context, scope: str, write: bool, tool: str, target: str | None = None, refuse: Refuse = ToolError
+) -> str:
+    """The scope as the store names it, once the caller may read (or write) it (grants.admit); else
+    raise `refuse` naming it. The access goes to the audit log either way (a credential's calls only:
+    the local user is not audited)."""
+    try:
+        return admit(grant_of(ctx), scope, write, f"{tool} {target}" if target else tool)
+    except NotGranted as exc:
+        raise refuse(f"{exc} (the server's grants file); nothing was done") from None
+    except CorrigendaError as exc:
+        raise refuse(str(exc)) from None
 
 
-async def granted_scope(ctx: Context, given: str | None, tool: str, write: bool = False) -> str:
-    """`scope_for`, once the caller is found to hold a grant for it."""
-    scope = await scope_for(ctx, given)
-    permit(ctx, scope, write, tool)
-    return scope
+async def granted_scope(
+    ctx: Context, given: str | None, tool: str, write: bool = False, refuse: Refuse = ToolError
+) -> str:
+    """`scope_for`, as the store names it, once the caller is found to hold a grant for it."""
+    return permit(ctx, await scope_for(ctx, given), write, tool, refuse=refuse)
 
 
-async def permit_ids(ctx: Context, tool: str, ids: list[str], write: bool, refuse: type[Exception] = ToolError) -> None:
+async def permit_ids(ctx: Context, tool: str, ids: list[str], write: bool, refuse: Refuse = ToolError) -> None:
     """`permit` for the scope of each note or event id a call names (looked up only for a credential)."""
     if grant_of(ctx) is None:
         return

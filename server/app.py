@@ -21,9 +21,9 @@ from mcp_types import Tool as MCPTool
 from pydantic import ValidationError
 
 from . import http, mcp_app, render, schemas
-from .access import AppContext, app_of, forget_session_scope, granted_scope, permit, permit_ids
+from .access import AppContext, forget_session_scope, granted_scope, on_store, permit, permit_ids
 from .config import Settings, build_memory, package_version
-from .errors import invalid_arguments
+from .errors import invalid_arguments, prompt_error
 from .grants import Grants
 from .grants import load as load_grants
 from .sdk import lowlevel
@@ -94,11 +94,6 @@ Reason: {reason}
    any more, call `revoke` on the wrong note with the reason instead of correcting it.
 Then say in one line what was corrected."""
 
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING,
-              "error": logging.ERROR, "critical": logging.CRITICAL, "alert": logging.CRITICAL,
-              "emergency": logging.CRITICAL}  # fmt: skip
-
-
 # How long a stopping server waits for the erasures its forgets left under way (object storage) and
 # for a compaction it is running.
 SHUTDOWN_WAIT = 60.0
@@ -161,9 +156,9 @@ class SessionHooks:
 # -- resources and prompts: the same reads for a client to show a person or attach -----------------
 
 
-async def read(ctx: Context, work: Callable[[Memory], str]) -> str:
+async def read(ctx: Context, work: Callable[[Memory], str], reads: str | None = None) -> str:
     try:
-        return await anyio.to_thread.run_sync(work, app_of(ctx).memory)
+        return await on_store(ctx, work, reads)
     except CorrigendaError as exc:
         raise ResourceError(str(exc)) from exc
 
@@ -179,19 +174,19 @@ async def chain_resource(note_id: str, ctx: Context) -> str:
 
 
 async def recent_resource(scope: str, ctx: Context) -> str:
-    permit(ctx, scope, False, "resource recent", refuse=ResourceError)
-    return await read(ctx, lambda m: render.note_list(m.list_notes(scope=scope, limit=RECENT)))
+    scope = permit(ctx, scope, False, "resource recent", refuse=ResourceError)
+    return await read(ctx, lambda m: render.note_list(m.list_notes(scope=scope, limit=RECENT)), reads=scope)
 
 
 async def recall_before_answering(question: str, ctx: Context, scope: str | None = None) -> str:
     """Answer a question from memory: recall the chains first, use current notes, say what changed."""
-    where = await granted_scope(ctx, scope, "prompt recall_before_answering")
+    where = await granted_scope(ctx, scope, "prompt recall_before_answering", refuse=prompt_error)
     return RECALL_PROMPT.format(question=question, scope=where)
 
 
 async def record_correction(wrong: str, right: str, reason: str, ctx: Context, scope: str | None = None) -> str:
     """Record that something stored is wrong: find the note, correct it (or revoke it), keep the reason."""
-    where = await granted_scope(ctx, scope, "prompt record_correction", write=True)
+    where = await granted_scope(ctx, scope, "prompt record_correction", write=True, refuse=prompt_error)
     return CORRECTION_PROMPT.format(wrong=wrong, right=right, reason=reason, scope=where)
 
 
@@ -225,8 +220,9 @@ def build_server(
     )  # fmt: skip
 
     async def on_set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
-        # This server sends no log notifications: the level applies to what it writes to stderr.
-        logging.getLogger("corrigenda").setLevel(LOG_LEVELS[params.level])
+        # A client's level filters the log notifications sent to that client, and this server sends none.
+        # It never reaches the server's own logs: any credential, a read-only one too, could otherwise
+        # switch off the audit log of the whole process. Those follow CORRIGENDA_LOG_LEVEL alone.
         return EmptyResult()
 
     lowlevel(server).add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)

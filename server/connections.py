@@ -27,6 +27,8 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .redaction import redact_every_log
+
 HEAD_TIMEOUT_S = 10.0  # a client on a slow link sends a head in well under a second
 MAX_CONNECTIONS = 1000
 RESERVED_FILES = 256  # for the store's files, the model and the listening sockets
@@ -146,11 +148,13 @@ def process_admission() -> Admission:
 def bounded_server(
     app: Any, host: str, port: int, log_level: str = "warning", admission: Admission | None = None
 ) -> uvicorn.Server:
-    """A uvicorn server for `app` whose connections go through `admission` (the process's by default)."""
+    """A uvicorn server for `app` whose connections go through `admission` (the process's by default), and
+    whose log lines, like every other of the process, show no token (redaction.py)."""
 
     class Protocol(Admitted):
         pass
 
     Protocol.admission = admission or process_admission()
     config = uvicorn.Config(app, host=host.strip("[]"), port=port, http=Protocol, log_level=log_level.lower())
+    redact_every_log()  # the handlers the config has just set up write access lines, which name the query
     return uvicorn.Server(config)

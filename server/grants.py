@@ -1,14 +1,15 @@
 """Who may read and write which scope over HTTP: the grants file, read once at start.
 
 Each credential in the file has a name, what the caller shows to be it, and the scope patterns it
-may read and write (fnmatch, case-sensitive, as scope names are). What it shows is one of: a static
-bearer token (`token_sha256`, its SHA-256: the token itself is never stored), or, with an OAuth
-issuer set (oauth.py), an access token whose subject (`oauth_subject`, the `sub` claim), one of
-whose groups (`oauth_group`, the `groups` claim) or one of whose scopes (`oauth_scope`, the `scope`
-or `scp` claim) it names. A grant to write a scope is a grant to read it too: `remember` and
-`correct` answer with what the scope already holds. `CORRIGENDA_TOKEN`, when set, is one more
-credential, named `token`, with every grant. A caller without a credential (stdio, or HTTP on loopback with no
-token and no grants) is the local user, with every grant.
+may read and write (fnmatch, case-sensitive, as scope names are; patterns and names both in Unicode
+NFC, `admit`). What it shows is one of: a static bearer token (`token_sha256`, its SHA-256: the token
+itself is never stored), or, with an OAuth issuer set (oauth.py), an access token whose subject
+(`oauth_subject`, the `sub` claim), one of whose groups (`oauth_group`, the `groups` claim) or one of
+whose scopes (`oauth_scope`, the `scope` or `scp` claim) it names. A grant to write a scope is a
+grant to read it too: `remember` and `correct` answer with what the scope already holds.
+`CORRIGENDA_TOKEN`, when set, is one more credential, named `token`, with every grant. A caller
+without a credential (stdio, or HTTP on loopback with no token and no grants) is the local user, with
+every grant.
 
     [[credentials]]
     name = "ada"
@@ -41,13 +42,14 @@ import hmac
 import logging
 import re
 import tomllib
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-import anyio
 import jwt
+from corrigenda.store.where import check_scope
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 
 from .oauth import Issuer, Refused
@@ -88,6 +90,24 @@ class Grant:
             return None
         log.info("%s refused %s %s (%s)", self.name, "write" if write else "read", scope, what)
         return f"scope {scope!r}: credential {self.name!r} may not {'write' if write else 'read'} it"
+
+
+class NotGranted(Exception):
+    """A call names a scope its credential may not read (or write): the message names both."""
+
+
+def admit(grant: Grant | None, scope: str, write: bool, what: str) -> str:
+    """`scope` as the store names it (Unicode NFC, `check_scope`), once `grant` may read (or write) it;
+    None is the local user, who may do anything. Every entry point (tools, resources, prompts, web view)
+    checks a scope here and reads the name it returns: the patterns are matched against the very name
+    the store reads, so 'café-team' spelled in NFD ('cafe' and a combining accent) is refused by a
+    `cafe*` grant, as it is spelled in NFC.
+    InvalidArgument if it is no scope; NotGranted naming it if the grant does not allow it."""
+    scope = check_scope(scope)
+    refusal = grant.refusal(scope, write, what) if grant is not None else None
+    if refusal is not None:
+        raise NotGranted(refusal)
+    return scope
 
 
 EVERY_SCOPE = ("*",)
@@ -249,7 +269,7 @@ def parse(text: str, path: str = "grants file", oauth: bool = True) -> Grants:
             value = entry.get(key, [])
             if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
                 raise GrantsError(f'{where(n, key)}: {key} must be a list of scope patterns, e.g. ["team-*", "ada"]')
-            patterns[key] = tuple(value)
+            patterns[key] = tuple(unicodedata.normalize("NFC", p) for p in value)  # as the scopes they match
         if not patterns["read"] and not patterns["write"]:
             raise GrantsError(f"{where(n)}: credential {name!r} may read nothing and write nothing")
         grant = Grant(name, patterns["read"], patterns["write"])
@@ -277,7 +297,7 @@ class GrantedTokens(TokenVerifier):
         if self.issuer is None:
             return None
         try:
-            claims = await anyio.to_thread.run_sync(self.issuer.claims, token)  # may fetch the issuer's keys
+            claims = await self.issuer.claims(token)  # may wait for the issuer's keys, holding no worker thread
             grant = self.grants.for_claims(claims)
         except (jwt.PyJWTError, Refused) as exc:
             # The SDK answers 401 with the metadata pointer; the reason is for the operator alone.

@@ -10,20 +10,30 @@ whose AccessToken.expires_at has passed). Nothing of that is checked by hand her
 
 The issuer's keys (JWKS) are at CORRIGENDA_OAUTH_JWKS, else at the `jwks_uri` of its metadata
 (RFC 8414, else OpenID Connect discovery). Both are fetched on first use, not at start, so that a
-server restarts while its issuer is down; PyJWKClient caches the keys, fetches them again after
-KEYS_LIFESPAN, and on a key id it does not know (the issuer rotated) at most once every
-REFETCH_COOLDOWN, so tokens with made-up key ids cannot make it hammer the issuer.
+server restarts while its issuer is down. A slow or silent issuer must cost nobody else anything:
+- a fetch runs on a thread under a limiter of its own (one fetch at a time), never taking one of the
+  worker threads tool calls share, and every token waiting for keys awaits that one fetch on the
+  event loop, holding nothing;
+- the keys are kept KEYS_LIFESPAN; a key id they lack (the issuer rotated) causes a fetch at most
+  once every REFETCH_COOLDOWN, and after a fetch that failed none is tried for FAILED_FETCH_BACKOFF:
+  meanwhile a token whose key is not held is refused at once. So tokens with made-up key ids can
+  neither make the server hammer the issuer nor make anyone wait for it;
+- static tokens are looked up before any of this (grants.py), and the signature check itself is
+  well under a millisecond on the event loop: no token queues work ahead of a static one.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
-import threading
+import time
 import urllib.request
+from collections.abc import Callable
 from typing import Any
-from urllib.error import URLError
 from urllib.parse import urlsplit
 
+import anyio
+import anyio.to_thread
 import jwt
 
 # Asymmetric only: with HS256 the issuer's *public* key would serve as a shared secret anyone holds,
@@ -33,6 +43,7 @@ REQUIRED = ["iss", "aud", "exp", "iat", "sub"]  # RFC 9068 §2.2
 LEEWAY = 30  # seconds of clock skew between the issuer and this server
 KEYS_LIFESPAN = 300  # seconds the issuer's key set is kept before it is fetched again
 REFETCH_COOLDOWN = 30  # seconds at least between fetches for an unknown key id
+FAILED_FETCH_BACKOFF = 30  # seconds without a fetch after one failed
 FETCH_TIMEOUT = 10  # seconds
 
 
@@ -51,40 +62,92 @@ def metadata_urls(issuer: str) -> list[str]:
     ]
 
 
-class Issuer:
-    """The authorization server whose access tokens for `resource` this server accepts."""
+def fetch_json(url: str) -> Any:
+    """The JSON document at `url` (http or https only); Refused saying why it cannot be read."""
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise Refused(f"{url} is not an http(s) address")
+    try:
+        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:
+            return json.load(response)
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError and timeouts are OSErrors
+        raise Refused(f"cannot read {url} ({getattr(exc, 'reason', None) or exc})") from None
 
-    def __init__(self, issuer: str, resource: str, jwks_uri: str | None = None) -> None:
+
+class Issuer:
+    """The authorization server whose access tokens for `resource` this server accepts, and what this
+    server knows of its keys (the module says when they are fetched)."""
+
+    def __init__(
+        self, issuer: str, resource: str, jwks_uri: str | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.issuer = issuer
         self.resource = resource
-        self.jwks_uri = jwks_uri
-        self._keys: jwt.PyJWKClient | None = None
-        self._lock = threading.Lock()
+        self.jwks_uri = jwks_uri  # found in the issuer's metadata at the first fetch, if not configured
+        self.clock = clock
+        self._keys: dict[str, jwt.PyJWK] = {}  # the signing keys of the last fetch that worked, by key id
+        self._fetched_at: float | None = None
+        self._failed: tuple[float, str] | None = None  # when the last fetch failed, and why
+        self._fetching: anyio.Event | None = None
+        self._fetcher: anyio.CapacityLimiter | None = None
 
-    def claims(self, token: str) -> dict[str, Any]:
-        """The claims of `token` once verified; a jwt.PyJWTError or Refused saying why not. Blocking:
-        it may fetch the issuer's metadata and keys."""
+    async def claims(self, token: str) -> dict[str, Any]:
+        """The claims of `token` once verified; a jwt.PyJWTError or Refused saying why not. Waits for the
+        issuer's keys when they must be fetched, holding no worker thread."""
         if token.count(".") != 2:
             raise Refused("neither a credential's static token nor a JWT")
         header = jwt.get_unverified_header(token)
         # jwt.decode refuses these too; refused before the key lookup, they cause no fetch.
         if header.get("alg") not in ALGORITHMS:
             raise jwt.InvalidAlgorithmError(f"algorithm {header.get('alg')!r} is not allowed")
-        key = self.keys().get_signing_key_from_jwt(token)
+        kid = header.get("kid")
+        if not isinstance(kid, str):
+            raise Refused("the token names no key (kid)")  # keys are found by id: none would match, no fetch is due
+        key = await self.signing_key(kid)
         return jwt.decode(
             token, key, algorithms=ALGORITHMS, audience=self.resource, issuer=self.issuer, leeway=LEEWAY,
             options={"require": REQUIRED},
         )  # fmt: skip
 
-    def keys(self) -> jwt.PyJWKClient:
-        """The issuer's key set client, found once (a failed discovery is tried again next time)."""
-        with self._lock:
-            if self._keys is None:
-                self._keys = jwt.PyJWKClient(
-                    self.jwks_uri or self.discover_jwks_uri(), lifespan=KEYS_LIFESPAN,
-                    cooldown_duration=REFETCH_COOLDOWN, timeout=FETCH_TIMEOUT,
-                )  # fmt: skip
-            return self._keys
+    async def signing_key(self, kid: str) -> jwt.PyJWK:
+        """The issuer's key `kid`: held, else fetched if the module's rules allow a fetch now (joining the
+        one under way, if any), else Refused at once."""
+        while True:
+            now = self.clock()
+            fresh = self._fetched_at is not None and now - self._fetched_at < KEYS_LIFESPAN
+            if fresh and kid in self._keys:
+                return self._keys[kid]
+            if self._fetching is not None:
+                await self._fetching.wait()
+                continue
+            if self._failed is not None and now - self._failed[0] < FAILED_FETCH_BACKOFF:
+                raise Refused(
+                    f"no key {kid!r} at hand: fetching the issuer's keys failed {now - self._failed[0]:.0f} s ago "
+                    f"({self._failed[1]}); next try after {FAILED_FETCH_BACKOFF} s"
+                )
+            if fresh and self._fetched_at is not None and now - self._fetched_at < REFETCH_COOLDOWN:
+                raise Refused(f"no key {kid!r} among the issuer's keys")
+            self._fetching = anyio.Event()
+            try:
+                self._fetcher = self._fetcher or anyio.CapacityLimiter(1)
+                await anyio.to_thread.run_sync(self.fetch_keys, limiter=self._fetcher)
+            finally:
+                self._fetching.set()
+                self._fetching = None
+
+    def fetch_keys(self) -> None:
+        """Fetch the issuer's key set (its metadata first, until its jwks_uri is known) and note how it
+        went. Blocking: it runs on the fetch thread."""
+        try:
+            self.jwks_uri = self.jwks_uri or self.discover_jwks_uri()
+            document = fetch_json(self.jwks_uri)
+            if not isinstance(document, dict):
+                raise Refused(f"{self.jwks_uri} holds no JSON object")
+            keys = jwt.PyJWKSet.from_dict(document).keys
+        except (Refused, jwt.PyJWTError) as exc:
+            self._failed = (self.clock(), str(exc))
+            return
+        self._keys = {k.key_id: k for k in keys if k.key_id and k.public_key_use in ("sig", None)}
+        self._fetched_at, self._failed = self.clock(), None
 
     def discover_jwks_uri(self) -> str:
         """The `jwks_uri` of the issuer's metadata, the first of its addresses that answers; Refused
@@ -92,15 +155,14 @@ class Issuer:
         tried = []
         for url in metadata_urls(self.issuer):
             try:
-                with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:
-                    metadata = json.load(response)
-            except (URLError, OSError, ValueError) as exc:
-                tried.append(f"{url} ({getattr(exc, 'reason', exc)})")
+                metadata = fetch_json(url)
+            except Refused as exc:
+                tried.append(str(exc))
                 continue
             named = metadata.get("issuer") if isinstance(metadata, dict) else None
             if named != self.issuer:
                 raise Refused(f"{url} names issuer {named!r}, not {self.issuer!r}")
             if not isinstance(metadata.get("jwks_uri"), str):
                 raise Refused(f"{url} gives no jwks_uri; set CORRIGENDA_OAUTH_JWKS")
-            return metadata["jwks_uri"]
+            return str(metadata["jwks_uri"])
         raise Refused(f"cannot read the issuer's metadata: {'; '.join(tried)}")

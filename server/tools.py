@@ -326,7 +326,7 @@ async def recall_chains(
     HISTORY note cut to fit is marked clipped (`history` reads it whole)."""
     scope = await granted_scope(ctx, scope, "recall_chains")
     r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
-                   max_chains=max_chains, include_history=include_history, as_of=as_of))  # fmt: skip
+                   max_chains=max_chains, include_history=include_history, as_of=as_of), reads=scope)  # fmt: skip
     return tool_result(r, render.recall(r))
 
 
@@ -436,7 +436,7 @@ async def list_notes(
     through a memory as a whole (to answer from it, call `recall_chains`)."""
     scope = await granted_scope(ctx, scope, "list_notes")
     r = await call(ctx, "list_notes", lambda m: m.list_notes(scope=scope, state=state, offset=offset,
-                   limit=limit, as_of=as_of))  # fmt: skip
+                   limit=limit, as_of=as_of), reads=scope)  # fmt: skip
     return tool_result(r, render.note_list(r))
 
 
@@ -450,5 +450,5 @@ async def changes(
     """What was corrected, revoked, reinstated or forgotten in a scope since a time, newest first, each with
     its chain's current note. Call it when resuming work, before relying on what you knew then."""
     scope = await granted_scope(ctx, scope, "changes")
-    r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit))
+    r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit), reads=scope)
     return tool_result(r, render.changes(r))

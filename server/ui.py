@@ -52,7 +52,8 @@ from . import ui_html as h
 from .arguments import iso_8601
 from .config import Settings
 from .connections import bounded_server
-from .grants import SHARED_TOKEN, Grants
+from .errors import readable_scopes_only
+from .grants import SHARED_TOKEN, Grants, NotGranted, admit
 from .grants import load as load_grants
 from .http import RefusedToListen, authenticates, check_port, netloc, refuse_exposure_without_token, transport_security
 from .ui_gate import SESSION_LIFETIME, Gate, Sessions, grant_of, logged_out, session_of
@@ -90,6 +91,10 @@ class Refused(Exception):
         self.status = status
 
 
+class NothingToShow(Exception):
+    """No scope is named, and the caller may read none that holds anything: every page says so."""
+
+
 def build_ui(
     memory: Memory, default_scope: str, settings: Settings, clock: Callable[[], float] = time.time
 ) -> Starlette:
@@ -110,12 +115,15 @@ def build_ui(
         grant = grant_of(request)
         return settings.person_actor if grant is None or grant.name == SHARED_TOKEN else f"person:{grant.name}"
 
-    def permit(request: Request, scope: str, write: bool, what: str) -> None:
-        """Refused (403, naming the scope) unless the caller's grant allows it; audited either way."""
-        grant = grant_of(request)
-        refusal = grant.refusal(scope, write, f"web view {what}") if grant is not None else None
-        if refusal is not None:
-            raise Refused(refusal, 403)
+    def permit(request: Request, scope: str, write: bool, what: str) -> str:
+        """The scope as the store names it, once the caller's grant allows it (grants.admit); else Refused
+        (403, naming the scope). Audited either way."""
+        try:
+            return admit(grant_of(request), scope, write, f"web view {what}")
+        except NotGranted as exc:
+            raise Refused(str(exc), 403) from None
+        except CorrigendaError as exc:
+            raise Refused(str(exc)) from None
 
     def visible(request: Request) -> Callable[[str], bool] | None:
         grant = grant_of(request)
@@ -129,6 +137,17 @@ def build_ui(
         except CorrigendaError as exc:
             raise Refused(str(exc)) from exc
 
+    async def read(request: Request, scope: str, work: Callable[[], T]) -> T:
+        """`store` for work that reads `scope`: refused as holding nothing, it names only scopes the caller
+        may read (errors.readable_scopes_only)."""
+        shown = visible(request)
+
+        def confined() -> T:
+            with readable_scopes_only(memory, scope, shown):
+                return work()
+
+        return await store(confined)
+
     async def here(request: Request) -> h.Here:
         """Where the request is: its scope (else the landing scope), `as_of`, the query, the prefix, and
         the most recently changed scopes."""
@@ -138,10 +157,12 @@ def build_ui(
             raise Refused(f"as_of: {exc}") from exc
         named = request.query_params.get("scope") or None
         if named is not None:
-            permit(request, named, False, "page")
+            named = permit(request, named, False, "page")
         shown = visible(request)
         project = default_scope if shown is None or shown(default_scope) else None
         listed = await store(lambda: memory.scope_page(0, LANDING_SCOPES, None, named or project, shown))
+        if named is None and shown is not None and not listed.scopes:
+            raise NothingToShow
         chosen = named or landing(listed, project)
         if chosen != (named or project):  # it opens on the most recently changed scope: its counts
             listed = listed.model_copy(update={"default_counts": listed.scopes[0]})
@@ -157,10 +178,10 @@ def build_ui(
 
     def landing(listed: ScopeList, project: str | None) -> str:
         """The project's scope if it holds anything (and may be read), else the most recently changed one,
-        else the project's."""
+        else the project's; `here` asks only when there is one of those."""
         if project is not None and (listed.default_counts is not None or not listed.scopes):
             return project
-        return listed.scopes[0].scope if listed.scopes else default_scope
+        return listed.scopes[0].scope
 
     def page(where: h.Here, title: str, body: str, status: int = 200) -> HTMLResponse:
         if grants is not None:  # a caller with a credential: the way to end its session
@@ -173,7 +194,7 @@ def build_ui(
     async def home(request: Request) -> Response:
         where = await here(request)
         if where.q:
-            return await search(where)
+            return await search(request, where)
         listed = where.scopes
         assert listed is not None  # `here` lists them
         if listed.total == 0:
@@ -215,8 +236,10 @@ def build_ui(
             f'<div class="meta">{h.badges(n)} · {h.when(n.recorded_at)} by {h.who(n.actor)}</div></li>'
         )
 
-    async def search(where: h.Here) -> Response:
-        r: RecallResult = await store(lambda: memory.recall(where.q, where.scope, as_of=where.as_of))
+    async def search(request: Request, where: h.Here) -> Response:
+        r: RecallResult = await read(
+            request, where.scope, lambda: memory.recall(where.q, where.scope, as_of=where.as_of)
+        )
         summary = f'<p class="summary">{len(r.chains)} chain(s), {r.used_tokens}/{r.budget_tokens} tokens.</p>'
         settle = where.as_of is None and where.may_write(where.scope)  # a mark's two answers, where one may write
         body = summary + "".join(h.chain_card(where, c, settle=settle) for c in r.chains)
@@ -311,7 +334,11 @@ def build_ui(
         where = await here(request)
         state = request.query_params.get("state", "all")
         offset = whole(request, "offset")
-        r: NoteList = await store(lambda: memory.list_notes(where.scope, state, offset, 50, where.as_of))  # type: ignore[arg-type]
+        r: NoteList = await read(
+            request,
+            where.scope,
+            lambda: memory.list_notes(where.scope, state, offset, 50, where.as_of),  # type: ignore[arg-type]
+        )
         counts = ", ".join(f"{n} {s.value}" for s, n in r.counts.items() if n)
         tabs = " · ".join(
             f'<a href="{where.url("/notes", scope=where.scope, state=s, as_of=h.iso(where.as_of))}"'
@@ -334,7 +361,7 @@ def build_ui(
         except PydanticCustomError as exc:
             raise Refused(f"since: {exc}") from exc
         since = since or datetime.now(UTC) - CHANGES_WINDOW
-        r: Changes = await store(lambda: memory.changes(since, where.scope, CHANGES_PAGE))
+        r: Changes = await read(request, where.scope, lambda: memory.changes(since, where.scope, CHANGES_PAGE))
         items = "".join(change_line(where, c) for c in r.changes)
         form = (
             f'<form method="get" action="{where.url("/changes")}"><input type="hidden" name="scope" value="{h.e(where.scope)}">'
@@ -447,9 +474,12 @@ def build_ui(
         return logged_out()
 
     def plain(request: Request) -> h.Here:
-        """Where a page that reads nothing stands: the scope asked for, else the project's."""
+        """Where a page that reads nothing stands: the scope asked for, else the project's if the caller
+        may read it, else none."""
+        shown = visible(request)
+        project = default_scope if shown is None or shown(default_scope) else ""
         return h.Here(
-            base=request.scope.get("root_path", "").rstrip("/"), scope=request.query_params.get("scope") or default_scope,
+            base=request.scope.get("root_path", "").rstrip("/"), scope=request.query_params.get("scope") or project,
             as_of=None, q="", csrf=csrf,
         )  # fmt: skip
 
@@ -460,6 +490,12 @@ def build_ui(
             except Refused as exc:
                 body = f'<p class="error">{h.e(exc)}</p><p>Nothing was changed.</p>'
                 return page(plain(request), "Cannot do that", body, exc.status)
+            except NothingToShow:
+                body = (
+                    "<p>The scopes your credential may read hold no notes yet. Agents add to them with the "
+                    "<code>remember</code> tool; what they store shows here.</p>"
+                )
+                return page(plain(request), "No notes yet", body)
 
         return respond
 

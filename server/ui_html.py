@@ -108,7 +108,7 @@ def document(here: Here, title: str, body: str, store: str) -> str:
 <link rel="icon" href="{here.url("/static/favicon.svg")}" type="image/svg+xml">
 <link rel="stylesheet" href="{here.url("/static/ui.css")}"></head>
 <body><header><a class="brand" href="{here.url("/")}">corrigenda</a>
-<span class="scope">scope <b>{e(here.scope)}</b></span> <nav>{nav}</nav>
+{f'<span class="scope">scope <b>{e(here.scope)}</b></span> ' if here.scope else ""}<nav>{nav}</nav>
 <form class="controls" method="get" action="{here.url("/")}">
 <input type="hidden" name="scope" value="{e(here.scope)}">
 <label>search <input type="search" name="q" value="{e(here.q)}" placeholder="which port does the service use?"></label>

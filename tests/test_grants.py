@@ -8,18 +8,22 @@ import logging
 import os
 import re
 import subprocess
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from corrigenda.server.config import Settings
-from corrigenda.server.grants import GrantsError, digest, parse
+from corrigenda.server.grants import GrantsError, NotGranted, admit, digest, parse
 from corrigenda.server.oauth import Refused, metadata_urls
 from corrigenda.store import Draft, Memory
 from corrigenda.store.model import acted_by, agent_actor, credential_actor
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
-from .conftest import call
+from .conftest import call, call_error
 from .test_http_security import authorized, serving
 from .test_processes import CORRIGENDA, _free_port
 from .test_processes import ENV as PROCESS_ENV
@@ -193,6 +197,81 @@ async def test_audit_lines_say_who_read_and_wrote_which_scope_without_note_text(
     assert "ada refused write team-ops (remember)" in lines
     assert "ada listed 2 of 2 granted scopes (scopes)" in lines
     assert not any("port" in line for line in lines), lines
+
+
+@pytest.mark.anyio
+async def test_an_empty_scope_is_refused_naming_only_scopes_the_credential_may_read(served: Served) -> None:
+    async with authorized(served.url, ADA) as client:
+        for tool, arguments in [
+            ("list_notes", {}),
+            ("recall_chains", {"query": "which port?"}),
+            ("changes", {"since": "2020-01-01T00:00:00Z"}),
+        ]:
+            got = await call_error(client, tool, scope="team-payments", **arguments)
+            assert "nothing was ever stored in scope 'team-payments'" in got, (tool, got)
+            assert "'team-ops' (1 note)" in got and "'ada' (1 note)" in got, (tool, got)
+            assert "private" not in got, (tool, got)
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("corrigenda://scopes/team-payments/recent")
+    assert "'team-ops'" in str(refused.value) and "private" not in str(refused.value)
+
+
+CAFE = "café-team"  # in NFC, as the store keeps it; its NFD spelling matches a `cafe*` grant, which it is not
+
+
+@pytest.fixture
+def cafe(db: str, memory: Memory, tmp_path: Path) -> Iterator[str]:
+    """A server where cleo may read `cafe*` only, over a store holding a note in 'café-team'."""
+    memory.remember(Draft(text=f"{TEXT} ({CAFE})"), scope=CAFE)
+    memory.remember(Draft(text=f"{TEXT} (cafe-team)"), scope="cafe-team")
+    grants = tmp_path / "grants.toml"
+    grants.write_text(f'[[credentials]]\nname = "cleo"\ntoken_sha256 = "{digest(ADA)}"\nread = ["cafe*"]\n')
+    settings = Settings(db=db, transport="http", grants=str(grants), port=_free_port())
+    with serving(settings, memory) as url:
+        yield url
+
+
+@pytest.mark.anyio
+async def test_a_scope_outside_the_grants_is_refused_in_any_unicode_spelling(cafe: str) -> None:
+    nfd = unicodedata.normalize("NFD", CAFE)
+    async with authorized(cafe, ADA) as client:
+        assert "(cafe-team)" in (await client.read_resource("corrigenda://scopes/cafe-team/recent")).contents[0].text  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(f"corrigenda://scopes/{quote(nfd)}/recent")
+        assert f"scope {CAFE!r}: credential 'cleo' may not read it" in str(refused.value)
+        got = await call_error(client, "list_notes", scope=nfd)
+        assert f"scope {CAFE!r}: credential 'cleo' may not read it" in got
+        with pytest.raises(MCPError, match="may not read"):
+            await client.get_prompt("recall_before_answering", {"question": "which port?", "scope": nfd})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])  # the SDK answered code 0, and -32603 on 2026-07-28
+async def test_a_prompt_on_a_scope_outside_the_grants_is_an_error_naming_the_scope(
+    served: Served, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with authorized(served.url, ADA, mode=mode) as client:
+        for name, arguments in [
+            ("recall_before_answering", {"question": "which port?", "scope": "private"}),
+            ("record_correction", {"wrong": "9090", "right": "9191", "reason": "moved", "scope": "team-ops"}),
+        ]:
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt(name, arguments)
+            assert refused.value.code == INVALID_PARAMS, (name, refused.value.code, refused.value.message)
+            assert "credential 'ada' may not" in refused.value.message and arguments["scope"] in refused.value.message
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+def test_a_pattern_is_matched_against_the_name_the_store_reads() -> None:
+    """One normalisation, then one check: scope and patterns both in NFC, whichever spelling each came in."""
+    creme = unicodedata.normalize("NFD", "crème")  # a pattern typed on macOS
+    text = f'[[credentials]]\nname = "cleo"\ntoken_sha256 = "{digest(ADA)}"\nread = ["cafe*", "{creme}"]\n'
+    cleo = parse(text).by_digest[digest(ADA)]
+    with pytest.raises(NotGranted, match="credential 'cleo' may not read it"):
+        admit(cleo, unicodedata.normalize("NFD", CAFE), False, "test")
+    assert admit(cleo, "crème", False, "test") == "crème" == admit(cleo, creme, False, "test")
+    assert admit(None, unicodedata.normalize("NFD", CAFE), True, "test") == CAFE  # the local user: NFC all the same
 
 
 def grants_error(text: str) -> str:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -20,6 +21,7 @@ from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 from corrigenda.server.connections import Admission, bounded_server
 from corrigenda.server.http import is_loopback, mcp_app, transport_security
+from corrigenda.server.redaction import redact
 from corrigenda.server.ui import mounted_ui
 from corrigenda.store import Draft, Memory
 from mcp import Client
@@ -28,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.routing import BaseRoute
 
 from .conftest import call
-from .test_processes import CORRIGENDA, ENV, Running, _free_port, serve_http
+from .test_processes import CORRIGENDA, ENV, STOP_WAIT_S, Running, _free_port, serve_http
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 INITIALIZE = {
@@ -57,8 +59,11 @@ def post(url: str, headers: dict[str, str]) -> httpx2.Response:
 
 
 @asynccontextmanager
-async def authorized(url: str, token: str = TOKEN, statuses: list[int] | None = None) -> AsyncIterator[Client]:
-    """The SDK client over HTTP, sending the token on every request (and noting each status)."""
+async def authorized(
+    url: str, token: str = TOKEN, statuses: list[int] | None = None, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    """The SDK client over HTTP, sending the token on every request (and noting each status); `mode`: how
+    it connects ("legacy": the initialize handshake; a protocol version, e.g. "2026-07-28")."""
 
     async def note(response: httpx2.Response) -> None:
         if statuses is not None:
@@ -67,7 +72,7 @@ async def authorized(url: str, token: str = TOKEN, statuses: list[int] | None = 
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, trust_env=False, timeout=30, event_hooks={"response": [note]}) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         yield client
 
@@ -314,3 +319,45 @@ async def test_the_sdk_client_remembers_and_recalls_over_ipv6_loopback(db: str) 
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_no_token_reaches_any_log_line_even_at_debug(db: str, tmp_path: Path) -> None:
+    """The web view is opened with `?token=`, as its page says to: the access log (uvicorn's, at INFO)
+    names the path with the token's value left out, and no other line, at any level, holds it either;
+    nor does a bearer token sent to the MCP endpoint."""
+    port = _free_port()
+    log = tmp_path / "output.txt"  # stdout and stderr both: uvicorn writes its access lines to stdout
+    with log.open("wb") as output:
+        proc = subprocess.Popen(
+            [CORRIGENDA, "serve", "--transport", "http", "--ui", "--port", str(port), "--db", db, "--log-level", "DEBUG"],
+            env={**ENV, "CORRIGENDA_TOKEN": TOKEN}, stdout=output, stderr=output,
+        )  # fmt: skip
+    try:
+        while not listening("127.0.0.1", port):
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.1)
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False, timeout=30) as http:
+            assert http.get(f"/ui/?token={TOKEN}").status_code == 303  # opens a session, drops the token
+            assert http.get(f"/ui/notes?scope=ops&token={TOKEN}&state=history").status_code == 303
+            assert http.get(f"/ui/?tok%65n={TOKEN}").status_code == 303  # the same parameter, percent-encoded
+            assert http.get("/ui/?token=wrong-token-for-tests-0123456789").status_code == 401
+        assert post(f"http://127.0.0.1:{port}/mcp", {"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=STOP_WAIT_S)
+    logged = log.read_text()
+    assert '"GET /ui/?token=' in logged and '"GET /ui/notes?scope=ops&token=' in logged, logged  # the lines are there
+    assert TOKEN not in logged, [line for line in logged.splitlines() if TOKEN in line]
+    assert "wrong-token" not in logged  # a mistyped token is someone's secret too
+    assert "&state=history" in logged  # the other parameters stay
+
+
+def test_redaction_hides_token_parameters_and_authorization_credentials_and_keeps_the_rest() -> None:
+    assert redact("GET /ui/notes?scope=ops&token=abc&state=history HTTP/1.1") == (
+        "GET /ui/notes?scope=ops&token=[redacted]&state=history HTTP/1.1"
+    )
+    assert redact("/ui/?tok%65n=abc") == "/ui/?tok%65n=[redacted]" and redact("/ui/?tokens=abc") == "/ui/?tokens=abc"
+    assert redact("Authorization: Bearer abc.def") == "Authorization: Bearer [redacted]"
+    assert redact("{'authorization': 'Bearer abc'}") == "{'authorization': 'Bearer [redacted]'}"
+    assert redact("(b'authorization', b'Bearer abc')") == "(b'authorization', b'Bearer [redacted]')"
+    assert redact("refused a bearer token: Signature has expired") == "refused a bearer token: Signature has expired"

@@ -11,14 +11,18 @@ import base64
 import json
 import logging
 import shutil
+import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 from corrigenda.server.config import Settings
+from corrigenda.server.oauth import FAILED_FETCH_BACKOFF, Issuer, Refused
 from corrigenda.store import Draft, Memory
 from corrigenda.store.model import credential_actor
 from mcp import Client
@@ -259,3 +263,127 @@ def test_a_bad_token_is_refused_with_401_and_the_metadata_address_and_nothing_is
     print(f"{answer.text}\nlog: {'; '.join(refusals)}")
     assert any(reason in line for line in refusals), refusals
     assert {s: served.memory.list_notes(scope=s).total for s in before} == before
+
+
+class SilentKeys:
+    """A key-set address on loopback that accepts each connection and never answers, until released;
+    after that it closes each one at once. It counts the connections: the key fetches tried."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.listener.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/jwks"
+        self.fetches = 0
+        self.held: list[socket.socket] = []
+        self.released = False
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.accept, daemon=True)
+        self.thread.start()
+
+    def accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            with self.lock:
+                self.fetches += 1
+                if self.released:
+                    connection.close()
+                else:
+                    self.held.append(connection)
+
+    def release(self) -> None:
+        with self.lock:
+            self.released = True
+            for connection in self.held:
+                connection.close()
+
+    def stop(self) -> None:
+        self.release()
+        self.stopped.set()
+        self.thread.join(timeout=10)
+        self.listener.close()
+
+
+def made_up_token(n: int) -> str:
+    """An RS256 JWT in form, for a key id no issuer has, signed by no one."""
+    header = {"alg": "RS256", "typ": "at+jwt", "kid": f"made-up-{n}"}
+    return f"{b64(json.dumps(header).encode())}.{b64(json.dumps({'sub': f'nobody-{n}'}).encode())}.{b64(b'x' * 256)}"
+
+
+CROWD = 45  # made-up tokens at once: more than the 40 worker threads that tool calls share
+
+
+@pytest.mark.anyio
+async def test_a_silent_issuer_holds_no_static_token_call_and_is_asked_once_per_back_off(
+    db: str, memory: Memory, tmp_path: Path
+) -> None:
+    """Tokens with made-up key ids crowd in while the issuer's key set does not answer: a static token's
+    tool call is answered while they all still wait, the key set is asked for once, and once that
+    fetch has failed, every waiting token and every new one is refused without asking again."""
+    keys = SilentKeys()
+    grants = tmp_path / "grants.toml"
+    grants.write_text(OAUTH_GRANTS)
+    port = _free_port()
+    settings = Settings(
+        db=db, transport="http", port=port, grants=str(grants), oauth_issuer=keys.url.removesuffix("/jwks"),
+        resource=f"http://127.0.0.1:{port}/mcp", oauth_jwks=keys.url,
+    )  # fmt: skip
+    statuses: list[int] = []
+
+    async def made_up(http: httpx2.AsyncClient, n: int) -> None:
+        answer = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Authorization": f"Bearer {made_up_token(n)}", "Accept": "application/json, text/event-stream"},
+        )  # fmt: skip
+        statuses.append(answer.status_code)
+
+    try:
+        with serving(settings, memory) as url:
+            async with httpx2.AsyncClient(trust_env=False, timeout=120) as http:
+                async with anyio.create_task_group() as crowd:
+                    for n in range(CROWD):
+                        crowd.start_soon(made_up, http, n)
+                    with anyio.fail_after(60):  # a guard against a hang, not a measure
+                        while keys.fetches == 0:
+                            await anyio.sleep(0.05)
+                    await anyio.sleep(0.5)  # for the rest of the crowd to reach the server too
+                    async with authorized(url, OPS_BOT) as client:
+                        listed = await call(client, "scopes")
+                    answered_first, fetches_while_silent = len(statuses), keys.fetches
+                    keys.release()  # the fetch under way fails: the crowd is refused
+                assert answered_first == 0, f"{answered_first} made-up tokens were answered before the static token"
+                assert fetches_while_silent == 1
+                assert statuses == [401] * CROWD
+                async with anyio.create_task_group() as later:  # within the back-off after the failed fetch
+                    for n in range(CROWD, 2 * CROWD):
+                        later.start_soon(made_up, http, n)
+        assert statuses == [401] * 2 * CROWD
+        assert keys.fetches == 1, f"{keys.fetches} key fetches"
+        assert {s["scope"] for s in listed["scopes"]} <= {"team-ops"}
+    finally:
+        keys.stop()
+
+
+@pytest.mark.anyio
+async def test_after_a_failed_key_fetch_the_next_waits_out_the_back_off() -> None:
+    keys = SilentKeys()
+    keys.release()  # every fetch fails at once
+    now = [1000.0]
+    issuer = Issuer("http://127.0.0.1/issuer", "http://127.0.0.1/mcp", keys.url, clock=lambda: now[0])
+    try:
+        for _ in range(3):
+            with pytest.raises(Refused, match="fetching the issuer's keys failed"):
+                await issuer.claims(made_up_token(1))
+        assert keys.fetches == 1
+        now[0] += FAILED_FETCH_BACKOFF
+        with pytest.raises(Refused, match="fetching the issuer's keys failed 0 s ago"):
+            await issuer.claims(made_up_token(2))
+        assert keys.fetches == 2
+        with pytest.raises(Refused, match="names no key"):
+            await issuer.claims(f"{b64(json.dumps({'alg': 'RS256'}).encode())}.e30.c2ln")
+        assert keys.fetches == 2
+    finally:
+        keys.stop()

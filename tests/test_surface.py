@@ -5,17 +5,22 @@ from __future__ import annotations
 import json
 import logging
 import re
+from pathlib import Path
 from urllib.parse import quote
 
+import httpx2
 import jsonschema
 import pytest
-from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
-from corrigenda.store import Memory, SentenceTransformerEmbedder
+from corrigenda.server.grants import digest
+from corrigenda.store import Memory
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from .conftest import call, call_error
+from .test_http_security import serving
+from .test_processes import _free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -77,16 +82,33 @@ async def test_prompts_teach_recall_first_and_how_to_record_a_correction(client:
     assert "`correct`" in said and "port 9090" in said and "'api'" in said
 
 
-async def test_logging_set_level_is_answered_and_declared(db: str, embedder: SentenceTransformerEmbedder) -> None:
-    server = build_server(Settings(db=db), lambda settings: Memory(settings.db, embedder))
-    async with Client(server, raise_exceptions=True, mode="legacy") as client:
-        assert client.server_capabilities is not None and client.server_capabilities.logging is not None
-        await client.set_logging_level("debug")  # an error would raise
-        import logging
+READER = "reader-token-for-tests-0123456789ab"
 
-        assert logging.getLogger("corrigenda").level == logging.DEBUG
-        await client.set_logging_level("error")
-        assert logging.getLogger("corrigenda").level == logging.ERROR
+
+async def test_a_clients_log_level_leaves_the_servers_own_logs_and_the_audit_log_alone(
+    db: str, memory: Memory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`logging/setLevel` is answered and declared, but the level is the client's: it would filter the log
+    notifications sent to that client (this server sends none), never what the server logs. A credential
+    that may only read sets `emergency`, and its reads are still in the audit log."""
+    grants = tmp_path / "grants.toml"
+    grants.write_text(f'[[credentials]]\nname = "reader"\ntoken_sha256 = "{digest(READER)}"\nread = ["team-*"]\n')
+    caplog.set_level(logging.INFO)  # as `serve --log-level INFO`: the root at INFO, corrigenda's loggers unset
+    settings = Settings(db=db, transport="http", port=_free_port(), grants=str(grants))
+    try:
+        with serving(settings, memory) as url:
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {READER}"}, trust_env=False, timeout=30) as http,
+                Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+            ):
+                assert client.server_capabilities is not None and client.server_capabilities.logging is not None
+                await client.set_logging_level("emergency")  # an error would raise
+                await call(client, "list_notes", scope="team-ops")
+        audit = [r.getMessage() for r in caplog.records if r.name == "corrigenda.audit"]
+        assert "reader read team-ops (list_notes)" in audit, audit
+        assert logging.getLogger("corrigenda").level == logging.NOTSET
+    finally:
+        logging.getLogger("corrigenda").setLevel(logging.NOTSET)  # what the old handler set, for the next tests
 
 
 async def test_each_tool_call_is_logged_with_how_it_ended_and_its_time(

@@ -352,6 +352,52 @@ def test_a_cookie_minted_from_the_grants_files_digest_opens_nothing(memory: Memo
     assert page.status_code == 401 and "Ada build" not in page.text
 
 
+def test_a_scope_outside_the_grants_is_refused_in_any_unicode_spelling(memory: Memory, tmp_path: Path) -> None:
+    """'café-team' in NFD ('cafe' and a combining accent) matches a `cafe*` grant; the store reads it as
+    the NFC 'café-team', which that grant does not cover."""
+    memory.remember(Draft(text="The café team's door code is 4711"), scope="café-team")
+    memory.remember(Draft(text="The cafe team meets on Mondays"), scope="cafe-team")
+    (tmp_path / "grants.toml").write_text(
+        f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{digest(ADA)}"\nread = ["cafe*"]\n'
+    )
+    ada = {"Authorization": f"Bearer {ADA}"}
+    with granted(memory, tmp_path, scope="cafe-team") as client:
+        assert "The cafe team meets on Mondays" in client.get("/?scope=cafe-team", headers=ada).text
+        for path in ("/", "/notes", "/changes", "/scopes"):
+            page = client.get(f"{path}?scope=cafe%CC%81-team", headers=ada)
+            assert page.status_code == 403, (path, page.status_code)
+            assert "door code" not in page.text and "credential 'ada' may not read it" in html.unescape(page.text), path
+        assert "door code" not in client.get("/?scope=cafe%CC%81-team&q=door+code", headers=ada).text
+
+
+def test_an_empty_scope_is_refused_naming_only_scopes_the_credential_may_read(memory: Memory, tmp_path: Path) -> None:
+    memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
+    memory.remember(Draft(text="The team deploys on Tuesdays"), scope="team-ops")
+    memory.remember(Draft(text="Layoffs are planned for March"), scope="secret-hr-layoffs")
+    ada = {"Authorization": f"Bearer {ADA}"}
+    with granted(memory, tmp_path) as client:
+        for path in ("/notes?scope=team-payments", "/changes?scope=team-payments", "/?scope=team-payments&q=deploys"):
+            page = client.get(path, headers=ada)
+            said = html.unescape(page.text)
+            assert page.status_code == 400 and "nothing was ever stored in scope 'team-payments'" in said, path
+            assert "'team-ops' (1 note)" in said and "'ada' (1 note)" in said, path
+            assert "secret-hr" not in said and "Layoffs" not in said, path
+
+
+def test_a_credential_whose_scopes_hold_no_note_yet_sees_pages_that_say_so(memory: Memory, tmp_path: Path) -> None:
+    """bob may write 'bob' alone, which holds nothing; the web view opens on 'ada', which bob may not read."""
+    memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
+    memory.remember(Draft(text="Layoffs are planned for March"), scope="secret-hr-layoffs")
+    bob = {"Authorization": f"Bearer {BOB}"}
+    with granted(memory, tmp_path) as client:
+        for path in ("/", "/scopes", "/notes", "/changes", "/?q=layoffs"):
+            page = client.get(path, headers=bob)
+            assert page.status_code == 200, (path, page.status_code)
+            assert "The scopes your credential may read hold no notes yet" in page.text, path
+            assert "Ada build" not in page.text and "Layoffs" not in page.text and "secret-hr" not in page.text, path
+            assert "<b>ada</b>" not in page.text, path  # not even the name of the scope it would open on
+
+
 SECRET = "a-fleet-secret-of-32-characters-or-more"
 
 

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
+from corrigenda.store.storage import limits
 from corrigenda.store.where import in_scope
 from embedding_cache import CachedEmbedder
 from harness import markdown_table, write_results
@@ -167,7 +168,7 @@ class PlainHybrid:
             }
         )
         self.table = lancedb.connect(directory).create_table("plain", data=rows)
-        self.table.create_index("text", config=FTS(base_tokenizer="icu"))  # the store's tokenizer
+        self.table.create_index("text", config=FTS(**limits.FULL_TEXT))  # the store's tokenizer and settings
 
     def top(self, q: Question, vector: Sequence[float], scope: str, k: int) -> list[str]:
         query: Any = self.table.search(query_type="hybrid").vector(list(vector)).text(q.question)

@@ -102,6 +102,7 @@ from typing import Any
 import numpy as np
 from corrigenda.store import Draft, Event, EventKind, Memory, Note, SentenceTransformerEmbedder
 from corrigenda.store.ids import new_event_id, new_note_id
+from corrigenda.store.storage import limits
 from harness import commit, markdown_table, percentile, write_results
 
 SIZES = {"1k": 1_000, "10k": 10_000, "30k": 30_000, "100k": 100_000, "1M": 1_000_000}
@@ -667,7 +668,7 @@ class PlainHybrid:
         self.rows = int(self.table.count_rows())
         self.index_seconds: dict[str, float] = {}
         with _timed(self.index_seconds, "text FTS (icu)"):
-            self.table.create_index("text", config=FTS(base_tokenizer="icu"))
+            self.table.create_index("text", config=FTS(**limits.FULL_TEXT))  # the store's settings
         with _timed(self.index_seconds, "scope bitmap"):
             self.table.create_index("scope", config=Bitmap())
         self.ann = self.rows >= PLAIN_ANN_FROM

@@ -616,6 +616,34 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
     assert not any("zebra" in note.text for chain in recalled for note in chain.heads)
 
 
+def test_indexing_a_store_again_brings_back_no_forgotten_note(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose full-text index has other settings than FULL_TEXT (made before they changed) is
+    indexed again from the rows it has, a forgotten note's among them while its erasure waits (another
+    process's, or on a bucket): the pass that erases it reaches the new index too. (An erasure pass
+    that rebuilds the index makes it with the new settings.)"""
+    from lancedb.index import FTS
+
+    memory.remember(Draft(text="my dog chased the cat"))
+    waiting = memory.remember(Draft(text="The safe code is walrus-9210-onyx")).note
+    notes = memory.tables.notes_table()
+    assert notes is not None
+    notes.checkout_latest()
+    notes.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)  # the settings before
+    assert b"walrus" in index_terms(memory.tables.uri) and b"dog" not in index_terms(memory.tables.uri)
+
+    monkeypatch.setattr(memory.tables, "erase_later", True)
+    monkeypatch.setattr(memory.tables, "erase_soon", lambda: None)
+    assert memory.forget(waiting.id, reason="the user asked").erasure == "pending"
+    assert memory.tables.upkeep_due()
+    memory.tables.ensure_indexes(notes, retype=True)  # what upkeep does first, here before the erasure
+    assert {b"dog", b"walrus"} <= index_terms(memory.tables.uri)
+
+    memory.tables.compact()  # its erasure pass, then the rest of upkeep
+    assert b"walrus" not in index_terms(memory.tables.uri) and b"dog" in index_terms(memory.tables.uri)
+    assert not memory.tables.upkeep_due()
+    assert not memory.recall("walrus onyx safe code").chains
+
+
 def race_corrections(first: Memory, second: Memory, rounds: int) -> list[tuple[str, str]]:
     """`rounds` times, two writers correct one note at the same moment; each round's (outcome, error)."""
     results = []

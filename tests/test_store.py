@@ -186,6 +186,59 @@ def test_chinese_is_found_through_full_text(memory: Memory, embedder: SentenceTr
     assert all("发布" not in c.heads[0].text for c in result.chains)
 
 
+# Words that are stop words in some language Lance knows ("war" in German, "sale" in Italian, "任务"
+# in its Chinese list): an ICU index with Lance's default stop words dropped them all.
+WORDS_OF_NOTES = {
+    "dog": "my dog chased the cat",
+    "cat": "my dog chased the cat",
+    "war": "the war ended in 1945",
+    "sale": "a sale at the shop",
+    "任务": "摘要任务默认用小模型",
+}
+
+
+def found_by_each_word(memory: Memory, scope: str) -> dict[str, set[str]]:
+    """Each word's notes, by full-text search and by recall (the default model reads "任务" as unknown)."""
+    return {
+        word: {h.id for h in memory.tables.text_search(word, scope, None, 20)}
+        & {h.id for c in memory.recall(word, scope=scope).chains for h in c.heads}
+        for word in WORDS_OF_NOTES
+    }
+
+
+def test_a_single_word_finds_the_notes_that_hold_it(memory: Memory) -> None:
+    ids = {text: memory.remember(Draft(text=text), scope="words").note.id for text in set(WORDS_OF_NOTES.values())}
+    service = memory.remember(Draft(text="the service desk answers in an hour"), scope="words").note.id
+    wanted = {word: {ids[text]} for word, text in WORDS_OF_NOTES.items()}
+    assert found_by_each_word(memory, "words") == wanted  # searched before the index holds them
+    memory.tables.compact()
+    assert found_by_each_word(memory, "words") == wanted  # and through the index
+    with_the = {service} | {i for text, i in ids.items() if "the" in text.split()}
+    assert {h.id for h in memory.tables.text_search("the", "words", None, 20)} == with_the  # stop words alone
+    war = memory.tables.text_search("what was the war?", "words", None, 20)  # else searched for its other words
+    assert [h.id for h in war] == [ids[WORDS_OF_NOTES["war"]]]
+
+
+def test_a_store_indexed_with_every_languages_stop_words_is_indexed_again_when_opened(
+    db: str, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    from lancedb.index import FTS
+
+    ids = {text: memory.remember(Draft(text=text), scope="words").note.id for text in set(WORDS_OF_NOTES.values())}
+    notes = memory.tables.notes_table()
+    assert notes is not None
+    notes.checkout_latest()
+    notes.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)  # as a store made before
+    assert memory.tables.upkeep_due()
+
+    opened = Memory(db, embedder)  # the next server on the store: warming up looks whether upkeep is due
+    opened.warm().join()
+    assert not opened.tables.upkeep_due()
+    (index,) = [i for i in opened.tables.notes_table().list_indices() if i.columns == ["text"]]  # type: ignore[union-attr]
+    assert index.index_details["remove_stop_words"] is limits.FULL_TEXT.get("remove_stop_words", True)
+    assert found_by_each_word(opened, "words") == {word: {ids[text]} for word, text in WORDS_OF_NOTES.items()}
+
+
 def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
     memory.remember(Draft(text="The staging cluster runs in eu-west-1"))
     notes = memory.tables.notes_table()

@@ -1,6 +1,7 @@
-"""The indexes of a store's tables: which each table wants (SCALAR_INDEXES, the notes' full-text and
-vector indexes), making those missing, replacing those of another type, and the vector index's shape
-as the notes grow (built at VECTOR_INDEX_AT rows, its segments merged, trained again)."""
+"""The indexes of a store's tables: which each table wants (SCALAR_INDEXES, the notes' full-text
+index as FULL_TEXT says and their vector index), making those missing, making again those of another
+type or settings, and the vector index's shape as the notes grow (built at VECTOR_INDEX_AT rows, its
+segments merged, trained again)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from .schema import NOTES
 
 if TYPE_CHECKING:
     from lance.dataset import LanceDataset
-    from lancedb.index import IndexConfig
+    from lance.lance.indices import IndexDescription
     from lancedb.table import Table
 
 log = logging.getLogger(__name__)
@@ -30,15 +31,21 @@ class Indexes:
     def ensure_indexes(self, table: Table, retype: bool = False) -> None:
         """Make the indexes a table is missing: at creation, and whenever a process opens the store,
         so a crash between creating a table and indexing it cannot leave it unindexed; with `retype`
-        (upkeep, one process at a time), also replace an index of another type than SCALAR_INDEXES
-        says. The notes table's full-text index is how Chinese is found (the default model reads it
-        as unknown tokens); the scalar indexes make a call's cost depend on its own scope, not on
-        others."""
+        (upkeep, one process at a time), also make again an index that is not as wanted
+        (`unwanted_indexes`). One of other settings is made again in place (searches use the old one
+        until the new one is committed); one of another type is dropped first (Lance would add the new
+        one beside it). The notes table's full-text index is how Chinese is found (the default model
+        reads it as unknown tokens); the scalar indexes make a call's cost depend on its own scope, not
+        on others."""
         wanted = wanted_indexes(table.name)
         if retype:
-            for index in _mistyped(table):
-                log.info("replacing the %s index %s of %s.%s", index.index_type, index.name, table.name, index.columns)
-                table.drop_index(index.name)
+            for index in unwanted_indexes(table.name, table.to_lance()):
+                (column,) = index.field_names
+                log.info("indexing %s.%s again: its %s index is not as wanted", table.name, column, index.index_type)
+                if column in limits.SCALAR_INDEXES[table.name]:  # of another type: made again below
+                    table.drop_index(index.name)
+                else:  # the full-text index, of other settings
+                    table.create_index(column, config=wanted[column], replace=True)
         have = indexed_columns(table)
         for column, config in wanted.items():
             for attempt in range(limits.CREATE_ATTEMPTS):
@@ -154,7 +161,7 @@ def wanted_indexes(name: str) -> dict[str, Any]:
     configs = {"BTree": BTree, "Bitmap": Bitmap}
     wanted: dict[str, Any] = {column: configs[kind]() for column, kind in limits.SCALAR_INDEXES[name].items()}
     if name == NOTES:
-        wanted["text"] = FTS(base_tokenizer="icu")  # ICU word segmentation handles English (stemmed) and CJK
+        wanted["text"] = FTS(**limits.FULL_TEXT)
     return wanted
 
 
@@ -163,15 +170,27 @@ def indexed_columns(table: Table) -> set[str]:
     return {index.columns[0] for index in table.list_indices() if len(index.columns) == 1}
 
 
-def _mistyped(table: Table) -> list[IndexConfig]:
-    """A table's scalar indexes of another type than SCALAR_INDEXES says (a store made before it
-    said so)."""
-    wanted = limits.SCALAR_INDEXES[table.name]
-    return [
-        index
-        for index in table.list_indices()
-        if len(index.columns) == 1 and wanted.get(index.columns[0], index.index_type) != index.index_type
-    ]
+def unwanted_indexes(name: str, view: LanceDataset) -> list[IndexDescription]:
+    """The indexes of a table, at `view`'s version, that are not as `wanted_indexes` makes them (a
+    store made before it said so): a scalar index of another type than SCALAR_INDEXES says, a full-text
+    index with other settings than FULL_TEXT. Read from the version's manifest alone, which holds each
+    index's type and settings: no index file is read."""
+    scalar = limits.SCALAR_INDEXES[name]
+    unwanted = []
+    for index in view.describe_indices():
+        if len(index.field_names) != 1:
+            continue
+        column = index.field_names[0]
+        if column in scalar:
+            if scalar[column] != index.type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails"):
+                unwanted.append(index)
+        elif (
+            name == NOTES
+            and column == "text"
+            and any(index.details.get(setting) != value for setting, value in limits.FULL_TEXT.items())
+        ):
+            unwanted.append(index)
+    return unwanted
 
 
 def _wholly_indexed(view: LanceDataset) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -241,15 +242,15 @@ class Search(Handles):
         return ours, all_notes
 
     def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[Hit]:
-        """The `limit` notes of a scope that match `query`'s words best, by full-text score (see `Hit`)."""
+        """The `limit` notes of a scope that match `query`'s words best, by full-text score (see `Hit`),
+        searched for its `searched_words`. Lance reads them as its index reads the notes (FULL_TEXT)."""
         from lance.query import MatchQuery
 
         table = self.notes_table()
         if table is None or not query.strip():
             return []
-        found, _ = self._search(
-            table, ["id", "_score", "dense_ok"], scope, at, full_text_query=MatchQuery(query, "text"), limit=limit
-        )
+        match = MatchQuery(searched_words(query), "text")
+        found, _ = self._search(table, ["id", "_score", "dense_ok"], scope, at, full_text_query=match, limit=limit)
         return [Hit(row["id"], float(row["_score"]), row["dense_ok"], _readable(row, stored)) for row, stored in found]
 
     def count(self) -> dict[str, int]:
@@ -291,6 +292,32 @@ class Search(Handles):
         for entry in found.values():
             entry["latest_change_at"] = _from_us(entry.pop("latest_change_us"))
         return found
+
+
+# English function words, left out of a full-text query that has other words. The index keeps every
+# word (FULL_TEXT), so a query of these alone still finds the notes that hold them; but every full-text
+# match is an entry of recall, and "when is the deploy window?" would otherwise reach each note holding
+# "the" or "is", and lift one that depends on the deploy window's note above it.
+QUERY_STOP_WORDS = frozenset([
+    "a", "about", "above", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because",
+    "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her",
+    "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself",
+    "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or",
+    "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such",
+    "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this",
+    "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where",
+    "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself",
+    "yourselves"
+])  # fmt: skip
+_WORD = re.compile(r"[\w'’]+")
+
+
+def searched_words(query: str) -> str:
+    """A full-text query without its QUERY_STOP_WORDS, unless they are all it has. (Chinese is left
+    whole: without ICU's segmentation here, its function words cannot be told apart.)"""
+    kept = _WORD.sub(lambda word: " " if word[0].lower() in QUERY_STOP_WORDS else word[0], query)
+    return kept if _WORD.search(kept) else query
 
 
 def _first_of_each_id(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

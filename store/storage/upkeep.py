@@ -17,6 +17,7 @@ from filelock import Timeout
 from . import limits
 from .compaction import _tidy_small
 from .erasure import Erasure
+from .indexes import unwanted_indexes
 from .retry import _until_committed
 from .schema import NOTES
 
@@ -72,9 +73,10 @@ class Upkeep(Erasure):
 
     def upkeep_due(self, latest: bool = True) -> bool:
         """Whether a table has enough small fragments, or rows no index covers yet, to compact it,
-        or the notes have grown big enough for a vector index, or an index is of another type than
-        SCALAR_INDEXES says: at the tables' latest versions, or (not `latest`) as this process's views
-        stand (`_due`)."""
+        or the notes have grown big enough for a vector index, or an index is not as wanted (of
+        another type than SCALAR_INDEXES says, or, for full text, other settings than FULL_TEXT: a
+        store made before they said so is indexed again): at the tables' latest versions, or (not
+        `latest`) as this process's views stand (`_due`)."""
         return bool(self._due(latest))
 
     def _due(self, latest: bool) -> set[str]:
@@ -175,9 +177,4 @@ def _table_due(name: str, view: LanceDataset, compact_at: int) -> bool:
     rows = sum(f.metadata.num_rows for f in fragments)
     if name == NOTES and not vector_indexed and rows >= limits.VECTOR_INDEX_AT:
         return True  # (outgrown partitions wait for a compaction)
-    wanted = limits.SCALAR_INDEXES[name]
-    for index in indexes:
-        kind = index.type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
-        if len(index.field_names) == 1 and wanted.get(index.field_names[0], kind) != kind:
-            return True
-    return False
+    return bool(unwanted_indexes(name, view))

@@ -46,20 +46,20 @@ def app_of(ctx: Context) -> AppContext:
     return app
 
 
-async def call(ctx: Context, tool: str, work: Callable[[Memory], T], reads: str | None = None) -> T:
+async def call(ctx: Context, tool: str, work: Callable[[Memory], T]) -> T:
     """Run store work off the event loop (`on_store`), with store errors turned into tool errors."""
     with tool_errors(tool):
-        return await on_store(ctx, work, reads)
+        return await on_store(ctx, work)
 
 
-async def on_store(ctx: Context, work: Callable[[Memory], T], reads: str | None = None) -> T:
-    """Run store work off the event loop; `reads`: the scope it reads, whose refusal as holding nothing
-    names only scopes the caller may read (errors.readable_scopes_only)."""
+async def on_store(ctx: Context, work: Callable[[Memory], T]) -> T:
+    """Run store work off the event loop; a scope it finds holding nothing is refused naming only scopes
+    the caller may read (errors.readable_scopes_only)."""
     grant = grant_of(ctx)
     may_read = grant.may_read if grant is not None else None
 
     def confined(memory: Memory) -> T:
-        with readable_scopes_only(memory, reads, may_read):
+        with readable_scopes_only(may_read):
             return work(memory)
 
     return await anyio.to_thread.run_sync(confined, app_of(ctx).memory)
@@ -70,6 +70,12 @@ def tool_result(model: BaseModel, text: str) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=model.model_dump(mode="json")
     )
+
+
+def scope_named(ctx: Context, given: str | None) -> bool:
+    """Whether a call's scope was named (by the call, or in the server's configuration), where a scope that
+    holds nothing is most often a typo; else the session derived it from its project, and it is new."""
+    return given is not None or app_of(ctx).settings.scope is not None
 
 
 async def scope_for(ctx: Context, given: str | None) -> str:

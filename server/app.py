@@ -156,9 +156,9 @@ class SessionHooks:
 # -- resources and prompts: the same reads for a client to show a person or attach -----------------
 
 
-async def read(ctx: Context, work: Callable[[Memory], str], reads: str | None = None) -> str:
+async def read(ctx: Context, work: Callable[[Memory], str]) -> str:
     try:
-        return await on_store(ctx, work, reads)
+        return await on_store(ctx, work)
     except CorrigendaError as exc:
         raise ResourceError(str(exc)) from exc
 
@@ -175,7 +175,7 @@ async def chain_resource(note_id: str, ctx: Context) -> str:
 
 async def recent_resource(scope: str, ctx: Context) -> str:
     scope = permit(ctx, scope, False, "resource recent", refuse=ResourceError)
-    return await read(ctx, lambda m: render.note_list(m.list_notes(scope=scope, limit=RECENT)), reads=scope)
+    return await read(ctx, lambda m: render.note_list(m.list_notes(scope=scope, limit=RECENT)))
 
 
 async def recall_before_answering(question: str, ctx: Context, scope: str | None = None) -> str:

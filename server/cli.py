@@ -330,8 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         now = memory.clock()
         as_of = parse_time("--as-of", getattr(args, "as_of", None), now)
         scope = _resolve_scope(settings, memory)
+        named = settings.scope is not None  # else this folder's project's: a new one is empty, not a typo
         if args.command == "recall":
-            r = memory.recall(args.query, scope, args.budget_tokens, as_of=as_of)
+            r = memory.recall(args.query, scope, args.budget_tokens, as_of=as_of, named=named)
             _show(r, render.recall(r), args.json)
         elif args.command == "show":
             h = memory.history(args.note_id)
@@ -346,12 +347,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             listed = memory.scope_page(args.offset, args.limit, args.contains, default_scope=scope)
             _show(listed, render.scopes(listed), args.json)
         elif args.command == "list":
-            page = memory.list_notes(scope, args.state, args.offset, args.limit, as_of)
+            page = memory.list_notes(scope, args.state, args.offset, args.limit, as_of, named=named)
             _show(page, render.note_list(page), args.json)
         elif args.command == "changes":
             since = parse_time("--since", args.since, now)
             assert since is not None
-            found = memory.changes(since, scope, args.limit)
+            found = memory.changes(since, scope, args.limit, named=named)
             _show(found, render.changes(found), args.json)
         elif args.command == "export":
             _export(memory, args.scope, args.out, args.vectors)

@@ -10,16 +10,13 @@ naming what was refused, and a credential's error names no scope it may not read
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from corrigenda.store import CorrigendaError, Memory
+from corrigenda.store import CorrigendaError, UnknownScope
 from corrigenda.store.errors import InvalidArgument
 from corrigenda.store.ids import ID_PATTERN, NOTE_ID_PATTERN
-from corrigenda.store.memory import SCOPES_NAMED
-from corrigenda.store.views import ScopeCount
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
@@ -48,34 +45,16 @@ def prompt_error(message: str) -> MCPError:
 
 
 @contextmanager
-def readable_scopes_only(memory: Memory, scope: str | None, may_read: Callable[[str], bool] | None) -> Iterator[None]:
-    """Store work reading `scope` (None: no one scope), for a caller who may read only the scopes that
-    `may_read` accepts (None: the local user, every one). The store refuses a scope nothing was ever
-    stored in naming the nearest scopes of the whole store (store/memory.py, `_unknown_scope`); such a
-    caller hears of the nearest it may read alone, re-worded here from the store's scope list."""
+def readable_scopes_only(may_read: Callable[[str], bool] | None) -> Iterator[None]:
+    """Store work for a caller who may read only the scopes that `may_read` accepts (None: the local user,
+    every one): the store's refusal of a scope nothing was ever stored in (UnknownScope) names the
+    nearest scopes of the whole store; such a caller hears of the nearest it may read alone."""
     try:
         yield
-    except InvalidArgument as exc:
-        if may_read is None or scope is None or exc.field != "scope":
+    except UnknownScope as exc:
+        if may_read is None:
             raise
-        every = memory.scopes()
-        if not every or scope in {c.scope for c in every}:
-            raise  # not that refusal: the store names no other scope than this one, which the caller may read
-        raise InvalidArgument("scope", unknown_scope(scope, [c for c in every if may_read(c.scope)])) from None
-
-
-def unknown_scope(scope: str, readable: list[ScopeCount]) -> str:
-    """What the store says of a scope nothing was ever stored in, naming the nearest of `readable` alone."""
-    said = f"nothing was ever stored in scope {scope!r} (mistyped, or a project with no notes yet?); "
-    if not readable:
-        return said + f"no scope you may read holds anything yet. A write to {scope!r} makes it"
-    notes = {c.scope: c.notes for c in readable}
-    nearest = difflib.get_close_matches(scope, list(notes), n=SCOPES_NAMED, cutoff=0.0)
-    listed = ", ".join(f"{name!r} ({notes[name]} note{'' if notes[name] == 1 else 's'})" for name in nearest)
-    more = ""
-    if len(notes) > len(nearest):
-        more = f", and {len(notes) - len(nearest)} more (`scopes` lists them; its `contains` finds one by name)"
-    return said + f"the nearest scopes you may read: {listed}{more}. A write to {scope!r} makes it"
+        raise InvalidArgument("scope", exc.said(may_read)) from None
 
 
 def invalid_arguments(tool: str, exc: ValidationError) -> str:

@@ -46,6 +46,7 @@ from .access import (
     granted_scope,
     permit_ids,
     scope_for,
+    scope_named,
     tool_result,
 )
 from .arguments import (
@@ -324,9 +325,10 @@ async def recall_chains(
     the notes they rest on, however far back (NEEDS, current too), then what they replaced (HISTORY,
     not current), within a token budget; what did not fit or only repeated another chain is listed, and a
     HISTORY note cut to fit is marked clipped (`history` reads it whole)."""
+    named = scope_named(ctx, scope)
     scope = await granted_scope(ctx, scope, "recall_chains")
     r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
-                   max_chains=max_chains, include_history=include_history, as_of=as_of), reads=scope)  # fmt: skip
+                   max_chains=max_chains, include_history=include_history, as_of=as_of, named=named))  # fmt: skip
     return tool_result(r, render.recall(r))
 
 
@@ -434,9 +436,10 @@ async def list_notes(
 ) -> Annotated[CallToolResult, NoteList]:
     """List a scope's notes newest first, page by page, with how many are in each state. Use it to look
     through a memory as a whole (to answer from it, call `recall_chains`)."""
+    named = scope_named(ctx, scope)
     scope = await granted_scope(ctx, scope, "list_notes")
     r = await call(ctx, "list_notes", lambda m: m.list_notes(scope=scope, state=state, offset=offset,
-                   limit=limit, as_of=as_of), reads=scope)  # fmt: skip
+                   limit=limit, as_of=as_of, named=named))  # fmt: skip
     return tool_result(r, render.note_list(r))
 
 
@@ -449,6 +452,7 @@ async def changes(
 ) -> Annotated[CallToolResult, Changes]:
     """What was corrected, revoked, reinstated or forgotten in a scope since a time, newest first, each with
     its chain's current note. Call it when resuming work, before relying on what you knew then."""
+    named = scope_named(ctx, scope)
     scope = await granted_scope(ctx, scope, "changes")
-    r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit), reads=scope)
+    r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit, named=named))
     return tool_result(r, render.changes(r))

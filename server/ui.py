@@ -137,13 +137,13 @@ def build_ui(
         except CorrigendaError as exc:
             raise Refused(str(exc)) from exc
 
-    async def read(request: Request, scope: str, work: Callable[[], T]) -> T:
-        """`store` for work that reads `scope`: refused as holding nothing, it names only scopes the caller
+    async def read(request: Request, work: Callable[[], T]) -> T:
+        """`store` for work that reads a scope: refused as holding nothing, it names only scopes the caller
         may read (errors.readable_scopes_only)."""
         shown = visible(request)
 
         def confined() -> T:
-            with readable_scopes_only(memory, scope, shown):
+            with readable_scopes_only(shown):
                 return work()
 
         return await store(confined)
@@ -237,9 +237,7 @@ def build_ui(
         )
 
     async def search(request: Request, where: h.Here) -> Response:
-        r: RecallResult = await read(
-            request, where.scope, lambda: memory.recall(where.q, where.scope, as_of=where.as_of)
-        )
+        r: RecallResult = await read(request, lambda: memory.recall(where.q, where.scope, as_of=where.as_of))
         summary = f'<p class="summary">{len(r.chains)} chain(s), {r.used_tokens}/{r.budget_tokens} tokens.</p>'
         settle = where.as_of is None and where.may_write(where.scope)  # a mark's two answers, where one may write
         body = summary + "".join(h.chain_card(where, c, settle=settle) for c in r.chains)
@@ -336,7 +334,6 @@ def build_ui(
         offset = whole(request, "offset")
         r: NoteList = await read(
             request,
-            where.scope,
             lambda: memory.list_notes(where.scope, state, offset, 50, where.as_of),  # type: ignore[arg-type]
         )
         counts = ", ".join(f"{n} {s.value}" for s, n in r.counts.items() if n)
@@ -361,7 +358,7 @@ def build_ui(
         except PydanticCustomError as exc:
             raise Refused(f"since: {exc}") from exc
         since = since or datetime.now(UTC) - CHANGES_WINDOW
-        r: Changes = await read(request, where.scope, lambda: memory.changes(since, where.scope, CHANGES_PAGE))
+        r: Changes = await read(request, lambda: memory.changes(since, where.scope, CHANGES_PAGE))
         items = "".join(change_line(where, c) for c in r.changes)
         form = (
             f'<form method="get" action="{where.url("/changes")}"><input type="hidden" name="scope" value="{h.e(where.scope)}">'

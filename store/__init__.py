@@ -11,6 +11,7 @@ from .errors import (
     StoreBusy,
     StoreUnavailable,
     StoreUnreachable,
+    UnknownScope,
 )
 from .memory import Memory
 from .model import ChainStatus, Draft, Event, EventKind, Note, NoteState
@@ -37,4 +38,5 @@ __all__ = [
     "StoreBusy",
     "StoreUnavailable",
     "StoreUnreachable",
+    "UnknownScope",
 ]  # fmt: skip

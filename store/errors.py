@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Callable, Mapping
+
 
 class CorrigendaError(Exception):
     """Base class: a request the store refused; nothing was written."""
@@ -13,6 +16,33 @@ class InvalidArgument(CorrigendaError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class UnknownScope(InvalidArgument):
+    """A read of a scope nothing was ever stored in, named by its caller while other scopes hold notes:
+    most often a typo, of the scope or of the store's path. `scopes`: every scope of the store with its
+    notes; `said` names the nearest of them (of those a caller may read, given `visible`)."""
+
+    NAMED = 5  # the nearest scopes the message names
+
+    def __init__(self, scope: str, scopes: Mapping[str, int]) -> None:
+        self.scope = scope
+        self.scopes = dict(scopes)
+        super().__init__("scope", self.said())
+
+    def said(self, visible: Callable[[str], bool] | None = None) -> str:
+        notes = {name: n for name, n in self.scopes.items() if visible is None or visible(name)}
+        said = f"nothing was ever stored in scope {self.scope!r} (mistyped, or a project with no notes yet?); "
+        if not notes:
+            return said + f"no scope you may read holds anything yet. A write to {self.scope!r} makes it"
+        names = list(notes)
+        nearest = difflib.get_close_matches(self.scope, names, n=self.NAMED, cutoff=0.0) if len(names) > 1 else names
+        listed = ", ".join(f"{name!r} ({notes[name]} note{'' if notes[name] == 1 else 's'})" for name in nearest)
+        more = ""
+        if len(names) > len(nearest):
+            more = f", and {len(names) - len(nearest)} more (`scopes` lists them; its `contains` finds one by name)"
+        whose = "the nearest scopes" if visible is None else "the nearest scopes you may read"
+        return said + f"{whose}: {listed}{more}. A write to {self.scope!r} makes it"
 
 
 class NotFound(CorrigendaError):

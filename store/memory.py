@@ -6,7 +6,6 @@ nothing); the reads are here. Every operation catches up with what any process w
 
 from __future__ import annotations
 
-import difflib
 import functools
 import logging
 import threading
@@ -18,7 +17,7 @@ from . import browse, recall, transfer
 from .chains import build_chain, event_view, note_view
 from .checks import utc
 from .embedder import Embedder, SentenceTransformerEmbedder
-from .errors import CorrigendaError, InvalidArgument, NotFound
+from .errors import CorrigendaError, InvalidArgument, NotFound, UnknownScope
 from .explain import explain
 from .fold import fold
 from .graph import Graphs
@@ -35,7 +34,7 @@ from .writes import Writes
 
 log = logging.getLogger(__name__)
 
-SCOPES_NAMED = 5  # the nearest scopes an error about an unknown scope names
+SCOPES_NAMED = UnknownScope.NAMED  # the nearest scopes an error about an unknown scope names
 CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and compaction
 
 
@@ -192,12 +191,17 @@ class Memory:
         max_chains: int | None = None,
         include_history: bool = True,
         as_of: datetime | None = None,
+        named: bool = True,
     ) -> RecallResult:
+        """The chains `query` reaches in `scope` (recall.py). A scope nothing was ever stored in is refused
+        as a typo if the caller `named` it (UnknownScope); else it is new, and the result says so."""
         trace = self._run(query, scope, budget_tokens, max_chains, include_history, as_of)
-        assert trace.result is not None
-        if not trace.result.chains and not trace.result.omitted and not self.graphs.get(trace.result.scope).events:
-            self._unknown_scope(trace.result.scope)  # found nothing: is there anything there at all?
-        return trace.result
+        result = trace.result
+        assert result is not None
+        found_nothing = not result.chains and not result.omitted and not self.graphs.get(result.scope).events
+        if found_nothing and self._unknown_scope(result.scope, named):  # is there anything there at all?
+            result = result.model_copy(update={"scope_is_new": True})
+        return result
 
     recall_chains = recall  # the tool's name
 
@@ -332,8 +336,10 @@ class Memory:
         offset: int = 0,
         limit: int = 50,
         as_of: datetime | None = None,
+        named: bool = True,
     ) -> NoteList:
-        """A page of a scope's notes, newest first, filtered by state, with the scope's counts by state."""
+        """A page of a scope's notes, newest first, filtered by state, with the scope's counts by state (a
+        scope nothing was stored in: as `recall` says)."""
         scope = check_scope(scope)
         if state not in ("current", "history", "all"):
             raise InvalidArgument("state", f"{state!r} is not a state filter: use 'current', 'history' or 'all'")
@@ -341,14 +347,14 @@ class Memory:
         notes = [note for note, _ in self.tables.scope_notes(scope)]
         graph = self.graphs.get(scope)  # after the notes were read (graph.py)
         if not notes and not graph.events:
-            self._unknown_scope(scope)
+            self._unknown_scope(scope, named)
         folded = fold(notes, graph.all_events(), utc(as_of) or self.clock())
         return browse.list_notes(folded, scope, state, offset, limit, utc(as_of))
 
     @_operation
-    def changes(self, since: datetime, scope: str = "default", limit: int = 50) -> Changes:
+    def changes(self, since: datetime, scope: str = "default", limit: int = 50, named: bool = True) -> Changes:
         """What was corrected, revoked, reinstated or forgotten in a scope after `since`, newest first,
-        each with its chain's current notes."""
+        each with its chain's current notes (a scope nothing was stored in: as `recall` says)."""
         scope = check_scope(scope)
         browse.check_page(0, limit)
         since_utc = utc(since)
@@ -356,35 +362,28 @@ class Memory:
         now = self.clock()
         graph = self.graphs.get(scope)
         if not graph.events and scope not in self.tables.scopes():
-            self._unknown_scope(scope)
+            self._unknown_scope(scope, named)
         listed = browse.changed_since(graph.all_events(), since_utc)
-        named: set[str] = set()
+        mentioned: set[str] = set()
         for e in listed:
             if e.kind is not EventKind.FORGETS:
-                named.add(e.dst if is_note_id(e.dst) or e.dst not in graph.events else graph.events[e.dst].dst)
-                named.update([e.src] if e.src else [])
-        notes = self.tables.notes(named)
+                mentioned.add(e.dst if is_note_id(e.dst) or e.dst not in graph.events else graph.events[e.dst].dst)
+                mentioned.update([e.src] if e.src else [])
+        notes = self.tables.notes(mentioned)
         folded = self.lookup.load(scope, now, list(notes.values()))
         return browse.changes(folded, listed, scope, since_utc, limit)
 
-    def _unknown_scope(self, scope: str) -> None:
-        """Reading a scope nothing was ever stored in, while others exist, is most often a typo (of a
-        scope, or of the store's path): an error that names the nearest scopes, never an empty answer
-        that looks like a memory lost. In a store with no scope at all there is nothing to mistype."""
-        counts = {c.scope: c for c in self.scopes()}
-        if not counts or scope in counts:
-            return
-        names = list(counts)
-        nearest = difflib.get_close_matches(scope, names, n=SCOPES_NAMED, cutoff=0.0) if len(names) > 1 else names
-        listed = ", ".join(f"{name!r} ({_count(counts[name].notes, 'note')})" for name in nearest)
-        more = ""
-        if len(names) > len(nearest):
-            more = f", and {len(names) - len(nearest)} more (`scopes` lists them; its `contains` finds one by name)"
-        raise InvalidArgument(
-            "scope",
-            f"nothing was ever stored in scope {scope!r} (mistyped, or a project with no notes yet?); the nearest "
-            f"scopes: {listed}{more}. A write to {scope!r} makes it",
-        )
+    def _unknown_scope(self, scope: str, named: bool = True) -> bool:
+        """Whether nothing was ever stored in `scope`. Reading such a scope that its caller `named`, while
+        others exist, is most often a typo (of a scope, or of the store's path): UnknownScope, naming the
+        nearest, never an empty answer that looks like a memory lost. A scope the caller derived itself
+        (a session's project's) is never a typo: it is new, and the answer is empty."""
+        counts = {c.scope: c.notes for c in self.scopes()}
+        if scope in counts:
+            return False
+        if named and counts:
+            raise UnknownScope(scope, counts)
+        return True
 
     # -- moving a memory: transfer.py --------------------------------------------------------
 
@@ -397,7 +396,3 @@ class Memory:
                 self._unknown_scope(scope)
         scopes = [scope] if scope is not None else sorted(self.tables.scopes())
         return transfer.export_lines(self.tables, scopes, self.embedder.name, self.clock(), vectors)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -121,6 +121,9 @@ class RecallResult(BaseModel):
     used_tokens: int
     budget_tokens: int
     omitted: list[Omitted] = Field(default_factory=list)
+    scope_is_new: bool = Field(
+        False, description="Nothing was ever stored in this scope: the session's own scope, before its first note."
+    )
 
 
 class Similar(BaseModel):

@@ -105,6 +105,23 @@ async def test_the_same_folder_is_the_same_scope_from_every_entry_point(
     assert set(seen.values()) == {expected}, seen
 
 
+@pytest.mark.processes
+def test_the_cli_in_a_new_project_reads_its_empty_scope_and_a_named_typo_is_still_refused(
+    repo: Path, db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    """The folder's own scope holds nothing yet while another project's holds notes: recall, list and
+    changes answer empty, saying so, naming no other scope; a --scope that holds nothing is a typo."""
+    Memory(db, embedder).remember(Draft(text="The payroll job runs at 02:00"), scope="payroll")
+    expected = project_scope(str(repo)).scope
+    for args in (["recall", "when does the job run?"], ["list"], ["changes", "--since", "2026-01-01"]):
+        done = cli(repo, *args, "--db", db)
+        assert done.returncode == 0, (args, done.stderr)
+        assert "payroll" not in done.stdout + done.stderr and expected in done.stdout, args
+    assert f"Nothing is stored in scope {expected} yet" in cli(repo, "recall", "when?", "--db", db).stdout
+    typo = cli(repo, "recall", "when does the job run?", "--db", db, "--scope", "payrol")
+    assert typo.returncode == 2 and "'payroll' (1 note)" in typo.stderr
+
+
 async def test_a_store_whose_scope_came_from_a_root_inside_the_project_keeps_being_read(
     repo: Path, db: str, embedder: SentenceTransformerEmbedder
 ) -> None:

@@ -100,10 +100,19 @@ async def test_without_a_configured_scope_the_clients_root_chooses_it(
         assert (await call(client, "scopes"))["default_scope"] == scope_from_root(first)
         assert "in scope api#" in (await client.call_tool("recall_chains", {"query": "api port"})).content[0].text  # type: ignore[union-attr]
     async with session(db, embedder, list_roots_callback=roots(second)) as client:
-        # nothing there yet, while another scope holds notes: an error naming it, not an empty memory
-        empty = await call_error(client, "recall_chains", query="which port does the api listen on?")
-        assert f"nothing was ever stored in scope {scope_from_root(second)!r}" in empty
-        assert f"the nearest scopes: {scope_from_root(first)!r} (1 note)" in empty
+        # the session's own scope, new while another holds notes: empty, saying so, and naming no other
+        # project's scope (a typo is a scope someone named: a session derived this one)
+        result = await client.call_tool("recall_chains", {"query": "which port does the api listen on?"})
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert not result.is_error and result.structured_content is not None
+        assert result.structured_content["scope_is_new"] is True and result.structured_content["chains"] == []
+        assert f"Nothing is stored in scope {scope_from_root(second)} yet" in text
+        assert scope_from_root(first) not in text
+        for tool, arguments in (("list_notes", {}), ("changes", {"since": "2026-01-01T00:00:00Z"})):
+            listed = await client.call_tool(tool, arguments)
+            assert not listed.is_error and scope_from_root(first) not in listed.content[0].text, tool  # type: ignore[union-attr]
+        named = await call_error(client, "recall_chains", query="which port?", scope=scope_from_root(second))
+        assert f"the nearest scopes: {scope_from_root(first)!r} (1 note)" in named  # named: a typo, as before
         other = (await call(client, "remember", text="The old api listened on port 7070"))["note"]
         assert other["scope"] == scope_from_root(second) != note["scope"]
     async with session(db, embedder) as client:  # a client with no roots

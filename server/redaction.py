@@ -5,8 +5,9 @@ names each request's path with its query, at INFO: every token given so, `CORRIG
 them, would be in the log. So every handler of the process's loggers (the root's, where corrigenda's
 and the SDK's records go, and uvicorn's own, which keep theirs) passes its records through `Redact`:
 the value of each `token` parameter, its name percent-encoded or not (Starlette decodes names), and
-the credential of an `Authorization` header, become REDACTED. The rest of the line stays, so the
-access log still says who asked for which page.
+the credential of an `Authorization` header, become REDACTED; so does a search's `q` (a person's words,
+which may quote a note: bench/log_secrets.py found one in the access log). The rest of the line
+stays, so the access log still says who asked for which page.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from urllib.parse import unquote_plus
 from .ui_gate import QUERY
 
 REDACTED = "[redacted]"
+HIDDEN = frozenset({QUERY, "q"})  # the query parameters whose values never reach a log
 PARAMETER = re.compile(r"(?<=[?&])([^=&\s\"'#]+)=([^&\s\"'#]*)")
 # `Authorization: Bearer x`, `'authorization': 'Bearer x'`, `(b'authorization', b'Bearer x')`
 AUTHORIZATION = re.compile(r"(?i)(authorization['\"]?\s*[:=,]\s*b?['\"]?\s*[\w-]+\s+)[^\s'\",)]+")
 
 
 def redact(text: str) -> str:
-    """`text` with the value of each `token` query parameter and of each Authorization credential hidden."""
-    text = PARAMETER.sub(lambda m: f"{m[1]}={REDACTED}" if unquote_plus(m[1]).lower() == QUERY else m[0], text)
+    """`text` with the value of each `token` or `q` query parameter and of each Authorization credential
+    hidden."""
+    text = PARAMETER.sub(lambda m: f"{m[1]}={REDACTED}" if unquote_plus(m[1]).lower() in HIDDEN else m[0], text)
     return AUTHORIZATION.sub(rf"\1{REDACTED}", text)
 
 

@@ -357,6 +357,7 @@ def test_redaction_hides_token_parameters_and_authorization_credentials_and_keep
         "GET /ui/notes?scope=ops&token=[redacted]&state=history HTTP/1.1"
     )
     assert redact("/ui/?tok%65n=abc") == "/ui/?tok%65n=[redacted]" and redact("/ui/?tokens=abc") == "/ui/?tokens=abc"
+    assert redact("GET /ui/?scope=ops&q=the+vault+code HTTP/1.1") == "GET /ui/?scope=ops&q=[redacted] HTTP/1.1"
     assert redact("Authorization: Bearer abc.def") == "Authorization: Bearer [redacted]"
     assert redact("{'authorization': 'Bearer abc'}") == "{'authorization': 'Bearer [redacted]'}"
     assert redact("(b'authorization', b'Bearer abc')") == "(b'authorization', b'Bearer [redacted]')"

@@ -3,13 +3,14 @@
 uvicorn (h11) arms no timer on a new connection, and cancels its keep-alive timer on the first byte
 that arrives: a client that sends half a request head and nothing more holds a socket for good,
 without a token, since the token is read from the head. 1,100 such sockets used up an open-file
-limit of 1,024 and stopped all service. So here:
-- a connection has `head_timeout_s` to complete each request head, from when it opens and from the
-  end of each response; bytes trickling in do not extend it. A request whose head has arrived (a
-  long-lived MCP stream among them) has no deadline;
+limit of 1,024 and stopped all service. Nor does anything time a body: a client with a token that
+sends a head and then a body that never ends (or never comes) holds its socket as long. So here:
+- a connection has `request_timeout_s` to send each request whole, head and body, from when it opens
+  and from the end of each response; bytes trickling in do not extend it. Once a request has
+  arrived whole, its answer (a long-lived MCP stream among them) takes as long as it needs;
 - the process holds at most `max_connections`; when a new one would pass the cap, the connection
-  that has waited longest for a head is closed to make room (one whose request is under way never
-  is), else the new one is closed. Flooding the port thus delays nobody who sends a request at once;
+  that has waited longest for a request is closed to make room (one whose request has arrived whole
+  never is), else the new one is closed. Flooding the port thus delays nobody who sends a request at once;
 - at start the soft open-file limit is raised to the hard one, and the cap kept below it.
 One `Admission` serves every HTTP server of a process (a stdio server's web view runs on a thread
 and loop of its own), since they share one open-file limit.
@@ -25,11 +26,13 @@ from functools import cache
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from .redaction import redact_every_log
 
-HEAD_TIMEOUT_S = 10.0  # a client on a slow link sends a head in well under a second
+# A client on a slow link sends a head in well under a second, and a tool call's arguments (a few
+# kilobytes, a note's text at most) in not much more.
+REQUEST_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 1000
 RESERVED_FILES = 256  # for the store's files, the model and the listening sockets
 UNLIMITED_FILES = 65536  # the soft limit to ask for when the hard one is unlimited
@@ -37,10 +40,10 @@ UNLIMITED_FILES = 65536  # the soft limit to ask for when the hard one is unlimi
 
 @dataclass
 class Admission:
-    """Open connections of a process, and the ones waiting for a request head, oldest first."""
+    """Open connections of a process, and the ones waiting for a request to arrive whole, oldest first."""
 
     max_connections: int
-    head_timeout_s: float
+    request_timeout_s: float
     _open: set[Admitted] = field(default_factory=set)
     _waiting: OrderedDict[Admitted, None] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -73,19 +76,20 @@ class Admission:
 
 
 class Admitted(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request head, under an `Admission`."""
+    """uvicorn's h11 protocol with a deadline for each request to arrive whole, under an `Admission`."""
 
     admission: Admission
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._head_deadline: asyncio.TimerHandle | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._answered: RequestResponseCycle | None = None  # the request last answered
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.admission.admit(self)
         if not transport.is_closing():
-            self._await_head()
+            self._await_request()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_waiting()
@@ -93,31 +97,36 @@ class Admitted(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        cycle = self.cycle
         super().data_received(data)
-        if self.cycle is not cycle:  # a request head arrived: the request runs for as long as it needs
+        if self._arrived_whole():  # its answer (a long-lived stream among them) takes as long as it needs
             self._stop_waiting()
 
     def on_response_complete(self) -> None:
-        cycle = self.cycle
-        super().on_response_complete()
-        if self.cycle is cycle and not self.transport.is_closing():  # no pipelined request started
-            self._await_head()
+        self._answered = self.cycle
+        super().on_response_complete()  # may start a pipelined request, whole or not
+        # The next request, or the rest of the body of one answered before it arrived whole.
+        if not self._arrived_whole() and not self.transport.is_closing():
+            self._await_request()
 
     def close_if_waiting(self) -> None:
-        if self._head_deadline is not None and not self.transport.is_closing():
+        if self._deadline is not None and not self.transport.is_closing():
             self._stop_waiting()
             self.transport.close()
 
-    def _await_head(self) -> None:
+    def _arrived_whole(self) -> bool:
+        """Whether a request not yet answered has arrived, its body to the end."""
+        cycle = self.cycle
+        return cycle is not None and cycle is not self._answered and not cycle.more_body
+
+    def _await_request(self) -> None:
         self._stop_waiting()
-        self._head_deadline = self.loop.call_later(self.admission.head_timeout_s, self.close_if_waiting)
+        self._deadline = self.loop.call_later(self.admission.request_timeout_s, self.close_if_waiting)
         self.admission.waiting(self, True)
 
     def _stop_waiting(self) -> None:
-        if self._head_deadline is not None:
-            self._head_deadline.cancel()
-            self._head_deadline = None
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
         self.admission.waiting(self, False)
 
 
@@ -142,7 +151,7 @@ def raise_open_file_limit() -> int:
 def process_admission() -> Admission:
     """The process's one Admission, with the open-file limit raised once."""
     room = raise_open_file_limit() - RESERVED_FILES
-    return Admission(max_connections=max(16, min(MAX_CONNECTIONS, room)), head_timeout_s=HEAD_TIMEOUT_S)
+    return Admission(max_connections=max(16, min(MAX_CONNECTIONS, room)), request_timeout_s=REQUEST_TIMEOUT_S)
 
 
 def bounded_server(

@@ -6,6 +6,16 @@ view asks for one as the MCP endpoint does, or anyone who reaches the port (anot
 other machines off loopback) reads the memory. A browser sends no Authorization header of its own
 accord, so a person opens any page once with `?token=...`: the answer opens a session, sets an
 HttpOnly, SameSite=Strict cookie and redirects to the same address without the token.
+That address logs in whoever follows it, so a page elsewhere could send the person's browser to
+`?token=` and the attacker's token (login CSRF): the person would then read the attacker's scopes as
+their own and write into them. So the address opens a session only when the browser says the person
+brought it (Sec-Fetch-Site `none`: typed, pasted, a bookmark) or the web view itself did
+(`same-origin`); a `cross-site` or `same-site` navigation (another port of the same host is the same
+site) is refused. A client that sends no Sec-Fetch-Site (a program, or a browser older than 2023) is
+judged by its Referer: one of another host is refused. This is chosen over a "Log in as NAME?" page with a
+POST: that POST would rest on the same browser headers (Origin), and would put the token in a page's
+HTML. Nor does the address replace a session of another credential that the browser holds: that
+answer says so, and the person logs out first.
 `Authorization: Bearer` is accepted too. The credential's grant is handed to the pages (`grant_of`),
 which show and change only its scopes.
 
@@ -33,10 +43,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import html
 import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
@@ -65,6 +77,23 @@ example <code>…/ui/?token=…</code> under <code>serve --transport http --ui</
 otherwise). The browser then keeps a cookie for this session, for {SESSION_LIFETIME // 3600} hours or
 until you log out. A program can send <code>Authorization: Bearer</code> and the token instead.</p>
 </body></html>"""
+
+FROM_ELSEWHERE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Not logged in · corrigenda</title></head>
+<body><h1>Not logged in</h1>
+<p>This address with <code>?token=</code> was opened from another site, which may have chosen the
+token: no session was opened. If the token is yours, paste the address into the address bar.</p>
+</body></html>"""
+
+ANOTHER_SESSION = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Already logged in · corrigenda</title></head>
+<body><h1>Already logged in</h1>
+<p>This browser is logged in as {name}, and the token given is another credential's: nothing was
+changed. To change credentials, Log out (at the foot of every page of this web view), then open this
+address again.</p></body></html>"""
+
+# Where a navigation came from, as the browser says (Fetch Metadata): the person (none) or the web view.
+OWN_NAVIGATION = ("none", "same-origin")
 
 LOGGED_OUT = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Logged out · corrigenda</title></head>
@@ -165,10 +194,16 @@ class Gate:
         assert self.grants is not None
         offered = request.query_params.get(QUERY)
         if offered is not None:
+            if sent_from_elsewhere(request):
+                return HTMLResponse(FROM_ELSEWHERE, status_code=403, headers={"Cache-Control": "no-store"})
             token_digest = digest(offered)
             grant = self.grants.by_digest.get(token_digest)
             if grant is None:
                 return refused()
+            held = self.sessions.check(request.cookies.get(COOKIE, ""), self.digests)
+            if held is not None and held.name != grant.name:
+                page = ANOTHER_SESSION.format(name=html.escape(held.name))
+                return HTMLResponse(page, status_code=409, headers={"Cache-Control": "no-store"})
             url = request.url.remove_query_params(QUERY)
             redirect = RedirectResponse(url.path + (f"?{url.query}" if url.query else ""), status_code=303)
             cookie = self.sessions.open(grant.name, token_digest)
@@ -186,6 +221,16 @@ class Gate:
             return refused()
         scope[GRANT] = grant
         return None
+
+
+def sent_from_elsewhere(request: Request) -> bool:
+    """Whether the browser says another site sent it here: Sec-Fetch-Site, else a Referer whose host is
+    not the one asked (the Host header, already checked against the allowed list)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site not in OWN_NAVIGATION
+    referer = request.headers.get("referer")
+    return referer is not None and urlsplit(referer).netloc != request.headers.get("host")
 
 
 def grant_of(request: Request) -> Grant | None:

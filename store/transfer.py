@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import json
 import math
+import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -386,9 +387,14 @@ def _parse_graph(
     - a relation is a note "<from> <relationType> <to>" (kind `relation`) that `depends_on` both
       entities' notes: in corrigenda a relation is a claim, which can be corrected or revoked.
     The graph has no ids or times: ids are derived from the scope and the words, so the same
-    file imported again finds everything stored; every note is recorded at the import."""
+    file imported again finds everything stored; every note is recorded at the import. As the ids
+    join the names with U+001F (ids.derived_id), a name or type holding a control character is
+    refused: it could give two relations one id. A name is an entity's identity, with one type (the
+    graph's server never writes a name twice): a repeat with the same type is merged and listed, one
+    with another type, a contradiction only the person can settle, is refused naming both lines."""
     parsed = Parsed("knowledge-graph")
     entities: dict[str, str] = {}  # entity name → its note's id
+    types: dict[str, tuple[str, int]] = {}  # entity name → its type, and the line that gave it
 
     def note(number: int, text: str, kind: str, subject: str, tags: list[str], *key: str) -> str:
         ident = derived_id(NOTE_PREFIX, scope, kind, *key)
@@ -415,7 +421,14 @@ def _parse_graph(
     for number, record in records:
         try:
             if record["type"] == "entity":
-                name, entity_type = _text(record, "name"), _text(record, "entityType")
+                name, entity_type = _name(record, "name"), _name(record, "entityType")
+                known, line = types.setdefault(name, (entity_type, number))
+                if known != entity_type:
+                    raise InvalidArgument(
+                        "entityType",
+                        f"{entity_type!r}, but line {line} gives entity {name!r} the type {known!r}: an entity has "
+                        "one type in a knowledge graph; keep one of the two, or rename one of the entities",
+                    )
                 observations = record.get("observations", [])
                 if not isinstance(observations, list):
                     raise InvalidArgument("observations", "must be a list of strings")
@@ -428,7 +441,7 @@ def _parse_graph(
                     said = note(number, f"{name}: {observation}", "observation", name, [entity_type], name, observation)
                     needs(number, said, entity)
             elif record["type"] == "relation":
-                relations.append((number, _text(record, "from"), _text(record, "to"), _text(record, "relationType")))
+                relations.append((number, _name(record, "from"), _name(record, "to"), _name(record, "relationType")))
             else:
                 raise InvalidArgument(
                     "type", f"{record['type']!r}: a knowledge-graph file has entity and relation lines"
@@ -448,6 +461,17 @@ def _text(record: Mapping[str, Any], key: str) -> str:
     value = record.get(key)
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(key, "must be a non-empty string")
+    return value
+
+
+def _name(record: Mapping[str, Any], key: str) -> str:
+    """A name or type of the graph: text, with no control character (the ids join names with U+001F)."""
+    value = _text(record, key)
+    control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise InvalidArgument(
+            key, f"{value[:80]!r} holds the control character U+{ord(control):04X}: a name holds none"
+        )
     return value
 
 

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
+from corrigenda.server.connections import Admission
+from corrigenda.server.grants import digest
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult, InputRequiredResult
 
 from .conftest import call
+from .test_http_security import authorized, serving
+from .test_processes import _free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -208,6 +214,49 @@ async def test_2026_07_28_the_call_returns_the_question_and_stores_nothing_until
         assert person.reader.list_notes(scope=SCOPE).total == 2
         text = again.content[0].text  # type: ignore[union-attr]
         assert "answer: replaces" in text and f"supersedes {event['src']} -> {old['id']} by person:Ada" in text
+
+
+ADA = "ada-token-for-tests-0123456789abcdef"
+
+
+@pytest.mark.parametrize("mode", PATHS)
+async def test_over_http_a_credentials_answer_is_recorded_as_the_credential_not_the_servers_person(
+    db: str, memory: Memory, embedder: SentenceTransformerEmbedder, tmp_path: Path, mode: str
+) -> None:
+    """The caller is the actor of what its call records, its person's answer included: the server's
+    CORRIGENDA_PERSON is whoever runs the server, not whoever holds a credential to it."""
+    grants = tmp_path / "grants.toml"
+    grants.write_text(f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{digest(ADA)}"\nwrite = ["{SCOPE}"]\n')
+    settings = Settings(db=db, transport="http", grants=str(grants), person="Owner", ask_on_update=True,
+                        port=_free_port())  # fmt: skip
+    person = Person(accept("replaces"), db, embedder)
+    with serving(settings, memory) as url:
+        async with authorized(url, ADA, mode=mode, elicitation=person) as client:
+            old, new = await old_then_new(client)
+            asked_about_both(person, old["id"])
+    event = new["confirmed"]["event"]
+    assert (event["kind"], event["dst"], event["actor"]) == ("supersedes", old["id"], "ada via mcp")
+    [stored] = memory.history(old["id"]).events
+    assert stored.actor == "ada via mcp" == new["note"]["actor"]
+
+
+async def test_a_person_may_take_longer_to_answer_than_a_request_may_take_to_arrive(
+    db: str, memory: Memory, embedder: SentenceTransformerEmbedder, tmp_path: Path
+) -> None:
+    """The deadline of a connection (connections.py) is for its request to arrive whole: the answer,
+    here a call held open while the person thinks, takes as long as it needs."""
+    admission = Admission(max_connections=8, request_timeout_s=0.5)
+    settings = Settings(db=db, transport="http", token=ADA, ask_on_update=True, port=_free_port())
+    person = Person(accept("replaces"), db, embedder)
+
+    async def slowly(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        await anyio.sleep(4 * admission.request_timeout_s)
+        return await person(context, params)
+
+    with serving(settings, memory, admission=admission) as url:
+        async with authorized(url, ADA, mode="legacy", elicitation=slowly) as client:
+            old, new = await old_then_new(client)
+    assert new["confirmed"]["event"]["dst"] == old["id"]
 
 
 def test_the_store_previews_a_drafts_likely_updates_without_storing_it(memory: Memory) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -482,6 +483,45 @@ def test_a_knowledge_graph_files_repeats_are_stored_once_and_listed(memory: Memo
         "line 2: 'Billing: Runs on Fridays' (as on line 1)",
     ]
     assert "2 repeated entit(ies) or observation(s) stored once" in render.imported(done)
+
+
+def test_a_knowledge_graph_entity_given_a_second_type_is_refused_naming_both_lines(memory: Memory) -> None:
+    """A name is an entity's identity in the graph, with one type (its server never writes a name twice):
+    a second type is a hand edit or two graphs merged, a contradiction or two things under one name,
+    which only the person can settle. Nothing is stored."""
+    entity = {"type": "entity", "name": "Billing", "entityType": "service", "observations": ["Runs on Fridays"]}
+    other = {**entity, "entityType": "team", "observations": ["Owned by Ana"]}
+    with pytest.raises(
+        InvalidArgument, match=r"^line 2: entityType: 'team', but line 1 gives entity 'Billing' the type 'service'"
+    ):
+        memory.import_lines([json.dumps(entity), json.dumps(other)], scope="kg")
+    assert "kg" not in memory.tables.scopes()
+
+
+# Two relations whose names joined with U+001F are the same: "A knows B␟x␟C" and "A␟knows␟B x C".
+CROSSED = [
+    {"type": "relation", "from": "A", "to": "B\x1fx\x1fC", "relationType": "knows"},
+    {"type": "relation", "from": "A\x1fknows\x1fB", "to": "C", "relationType": "x"},
+]
+
+
+@pytest.mark.parametrize(
+    ("records", "problem"),
+    [
+        (CROSSED, "line 1: to: 'B\\x1fx\\x1fC' holds the control character U+001F"),
+        (CROSSED[1:], "line 1: from: 'A\\x1fknows\\x1fB' holds the control character U+001F"),
+        ([{"type": "entity", "name": "Billing", "entityType": "service"},
+          {"type": "entity", "name": "Bil\nling", "entityType": "service"}], "line 2: name: 'Bil\\nling' holds the control character U+000A"),
+    ],
+)  # fmt: skip
+def test_a_knowledge_graph_name_holding_a_control_character_is_refused_naming_the_line(
+    memory: Memory, records: list[dict[str, str]], problem: str
+) -> None:
+    """Ids are derived from the names joined with U+001F: a name holding one could give two relations
+    one id (CROSSED), and the second would be dropped as a repeat of the first. Nothing is stored."""
+    with pytest.raises(InvalidArgument, match=f"^{re.escape(problem)}"):
+        memory.import_lines([json.dumps(r) for r in records], scope="kg")
+    assert "kg" not in memory.tables.scopes()
 
 
 def with_vector(lines: Sequence[str], index: int, raw: str) -> list[str]:

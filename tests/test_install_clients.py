@@ -1,6 +1,6 @@
 """`corrigenda install CLIENT` writes each client's real configuration file in a home of its own: the
 entry beside what was there, a backup of the file as it was, and a command that, launched as the
-client launches it, serves the project's scope."""
+client launches it, serves the project's scope (tests/test_install_config.py: what the file keeps)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 from corrigenda.server.project import project_scope
+from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp_types import ListRootsResult, Root
 
+from .conftest import call
 from .launch import OFFLINE, serve_and_ask
 from .test_cli import CORRIGENDA
 
@@ -71,8 +74,11 @@ async def test_install_writes_the_entry_keeps_the_file_and_the_command_serves_th
     env.pop("CLAUDE_PROJECT_DIR", None)
     if client == "claude-code":
         env["CLAUDE_PROJECT_DIR"] = str(project)  # what Claude Code gives the servers it starts
-    expected = "default" if client == "claude-desktop" else project_scope(str(project)).scope
-    params = StdioServerParameters(command=entry["command"], args=args, env=env, cwd=str(tmp_path))
+    # VS Code's scope comes from the roots it sends (test_the_vscode_entry_starts_in_every_window…): none here
+    expected = "default" if client in ("claude-desktop", "vscode") else project_scope(str(project)).scope
+    # Claude Desktop starts its servers in "/", which names no project (nor does the home folder)
+    where = "/" if client in ("claude-desktop", "vscode") else str(tmp_path)
+    params = StdioServerParameters(command=entry["command"], args=args, env=env, cwd=where)
     tools = await serve_and_ask(params, scope=expected, story=True)
     assert {"remember", "recall_chains"} <= tools
 
@@ -80,17 +86,50 @@ async def test_install_writes_the_entry_keeps_the_file_and_the_command_serves_th
     assert again.returncode == 0 and json.loads(config.read_text())[key]["corrigenda"] == entry
 
 
-def test_install_leaves_a_file_with_comments_alone_and_says_where(tmp_path: Path) -> None:
+def test_install_reads_a_vscode_file_with_comments_and_keeps_them(tmp_path: Path) -> None:
     home = tmp_path / "home"
     config = home / ".config" / "Code" / "User" / "mcp.json"
     config.parent.mkdir(parents=True)
     config.write_text('{\n  // my servers\n  "servers": {}\n}\n')
     done = install(home, "vscode")
-    assert done.returncode == 2
-    (line,) = done.stderr.splitlines()
-    assert f"{config} is not plain JSON (line 2, column 3" in line and "corrigenda install vscode --print" in line
-    assert config.read_text() == '{\n  // my servers\n  "servers": {}\n}\n'
-    assert not Path(f"{config}.bak").exists()
+    assert done.returncode == 0, done.stderr
+    assert config.read_text().startswith('{\n  // my servers\n  "servers": {\n    "corrigenda": {')
+    assert Path(f"{config}.bak").read_text() == '{\n  // my servers\n  "servers": {}\n}\n'
+
+
+@pytest.mark.anyio
+async def test_the_vscode_entry_starts_in_every_window_and_takes_its_scope_from_the_roots(tmp_path: Path) -> None:
+    """VS Code refuses to start a user-level server whose entry holds ${workspaceFolder} in a window with
+    no folder or with several (microsoft/vscode#243526): the entry names no folder, and the roots VS Code
+    sends choose the scope (the first folder's project), or 'default' in a window without a folder."""
+    home, store = tmp_path / "home", tmp_path / "store"
+    done = install(home, "vscode", "--db", str(store))
+    assert done.returncode == 0, done.stderr
+    entry = json.loads((home / ".config" / "Code" / "User" / "mcp.json").read_text())["servers"]["corrigenda"]
+    assert entry["args"] == ["serve"] and "${" not in json.dumps(entry)
+
+    first, second = tmp_path / "code" / "api", tmp_path / "code" / "web"
+    for folder in (first, second):
+        folder.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDE_PROJECT_DIR"}
+    params = StdioServerParameters(
+        command=entry["command"],
+        args=entry["args"],
+        env={**env, **OFFLINE, **entry["env"], "HOME": str(home)},
+        cwd=home,
+    )  # VS Code started from a dock: the server starts in the home folder
+    windows = {"no folder": ([], "default"), "one folder": ([first], project_scope(str(first)).scope),
+               "two folders": ([first, second], project_scope(str(first)).scope)}  # fmt: skip
+    for window, (folders, expected) in windows.items():
+
+        async def list_roots(context: object, folders: list[Path] = folders) -> ListRootsResult:
+            return ListRootsResult(roots=[Root(uri=f.as_uri()) for f in folders])  # type: ignore[arg-type]
+
+        # VS Code connects with the initialize handshake (a protocol version before roots were deprecated)
+        async with Client(params, list_roots_callback=list_roots, mode="legacy") as client:
+            await call(client, "remember", text=f"Opened in a window with {window}")  # the store exists after
+            assert (await call(client, "scopes"))["default_scope"] == expected, window
 
 
 def test_install_into_a_home_without_the_client_file_makes_it(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from corrigenda.server.redaction import redact
 from corrigenda.server.ui import mounted_ui
 from corrigenda.store import Draft, Memory
 from mcp import Client
+from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.routing import BaseRoute
@@ -60,10 +61,15 @@ def post(url: str, headers: dict[str, str]) -> httpx2.Response:
 
 @asynccontextmanager
 async def authorized(
-    url: str, token: str = TOKEN, statuses: list[int] | None = None, mode: str = "auto"
+    url: str,
+    token: str = TOKEN,
+    statuses: list[int] | None = None,
+    mode: str = "auto",
+    elicitation: ElicitationFnT | None = None,
 ) -> AsyncIterator[Client]:
     """The SDK client over HTTP, sending the token on every request (and noting each status); `mode`: how
-    it connects ("legacy": the initialize handshake; a protocol version, e.g. "2026-07-28")."""
+    it connects ("legacy": the initialize handshake; a protocol version, e.g. "2026-07-28");
+    `elicitation`: the person answering the server's questions (none: the client declares it cannot)."""
 
     async def note(response: httpx2.Response) -> None:
         if statuses is not None:
@@ -72,7 +78,7 @@ async def authorized(
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, trust_env=False, timeout=30, event_hooks={"response": [note]}) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=elicitation) as client,
     ):
         yield client
 
@@ -203,7 +209,7 @@ HALF_SENT = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl"  # an
 @pytest.mark.anyio
 async def test_half_sent_requests_are_closed_and_crowd_out_no_authorised_client(db: str, memory: Memory) -> None:
     settings = Settings(db=db, transport="http", token=TOKEN, port=_free_port())
-    admission = Admission(max_connections=8, head_timeout_s=2)
+    admission = Admission(max_connections=8, request_timeout_s=2)
     web = bounded_server(
         mcp_app(build_server(settings, lambda _: memory), settings), "127.0.0.1", settings.port, admission=admission
     )
@@ -220,7 +226,7 @@ async def test_half_sent_requests_are_closed_and_crowd_out_no_authorised_client(
         url = f"http://127.0.0.1:{settings.port}/mcp"
         async with authorized(url) as client:
             assert "remember" in {t.name for t in (await client.list_tools()).tools}
-            await anyio.sleep(2 * admission.head_timeout_s)  # a session outlives the deadline for a head
+            await anyio.sleep(2 * admission.request_timeout_s)  # a session outlives the deadline for a request
             assert "remember" in {t.name for t in (await client.list_tools()).tools}
         for probe in half_sent:  # each is closed by the server: evicted at once, or when its deadline passed
             with suppress(ConnectionResetError):
@@ -230,6 +236,56 @@ async def test_half_sent_requests_are_closed_and_crowd_out_no_authorised_client(
             probe.close()
         web.should_exit = True
         thread.join(timeout=60)
+
+
+def slow_body(port: int) -> bytes:
+    """An authorised request head announcing a body of 4 KiB, and the body's first bytes."""
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        'Content-Length: 4096\r\n\r\n{"jsonrpc": "2.0", '
+    ).encode()
+
+
+def trickle(probes: list[socket.socket], stop: threading.Event) -> None:
+    """A byte of body to each probe every 0.1 s, until stopped or the server closes them all."""
+    sending = list(probes)
+    while sending and not stop.wait(0.1):
+        for probe in list(sending):
+            try:
+                probe.sendall(b" ")
+            except OSError:  # closed by the server
+                sending.remove(probe)
+
+
+@pytest.mark.anyio
+async def test_a_request_whose_body_never_arrives_whole_is_closed_at_its_deadline(db: str, memory: Memory) -> None:
+    """An authorised client sends request heads and then no body, or a byte of it now and then: each
+    connection is closed when the deadline for the whole request has passed, and the connections it
+    held serve others again."""
+    settings = Settings(db=db, transport="http", token=TOKEN, port=_free_port())
+    admission = Admission(max_connections=4, request_timeout_s=1)
+    probes: list[socket.socket] = []
+    stop = threading.Event()
+    trickling: threading.Thread | None = None
+    with serving(settings, memory, admission=admission) as url:
+        try:
+            for _ in range(admission.max_connections):
+                probes.append(socket.create_connection(("127.0.0.1", settings.port), timeout=30))
+                probes[-1].sendall(slow_body(settings.port))
+            trickling = threading.Thread(target=trickle, args=(probes[::2], stop), daemon=True)
+            trickling.start()
+            for probe in probes:  # a timeout here: the server kept the connection open
+                with suppress(ConnectionResetError):
+                    assert probe.recv(1) == b""
+            async with authorized(url) as client:
+                assert "remember" in {t.name for t in (await client.list_tools()).tools}
+        finally:
+            stop.set()
+            if trickling is not None:
+                trickling.join(timeout=10)
+            for probe in probes:
+                probe.close()
 
 
 def test_the_web_view_under_ui_keeps_its_own_gate_and_leaves_the_mcp_endpoint_to_the_bearer(
@@ -259,11 +315,13 @@ def test_the_web_view_under_ui_keeps_its_own_gate_and_leaves_the_mcp_endpoint_to
 
 
 @contextmanager
-def serving(settings: Settings, memory: Memory, routes: Sequence[BaseRoute] = ()) -> Iterator[str]:
-    """The server `settings` describe, over `memory` (with `routes` beside its endpoint), listening on
-    loopback in this process: its MCP URL."""
+def serving(
+    settings: Settings, memory: Memory, routes: Sequence[BaseRoute] = (), admission: Admission | None = None
+) -> Iterator[str]:
+    """The server `settings` describe, over `memory` (with `routes` beside its endpoint, its connections
+    under `admission`, the process's by default), listening on loopback in this process: its MCP URL."""
     app = mcp_app(build_server(settings, lambda _: memory), settings, routes)
-    web = bounded_server(app, "127.0.0.1", settings.port)
+    web = bounded_server(app, "127.0.0.1", settings.port, admission=admission)
     thread = threading.Thread(target=web.run, daemon=True)
     thread.start()
     try:

@@ -4,12 +4,14 @@ stdio server on its own port).
 
 Server-rendered pages (no build step, no CDN, no script: the stylesheet and icon are served from
 `ui_static/`), answering 200 unless the request itself is wrong:
-- `/` the landing page: the scope of the current project, else the most recently changed one, with
-  its current notes, its latest changes and the busiest scopes; with `q`, a recall drawn as chains
-  (NOW, NEEDS, HISTORY with who, when and why); `/scopes` every scope, page by page;
-- `/chain/{note_id}` a chain titled by its subject, with its timeline and a person's hands: correct,
-  revoke, reinstate, link and forget, each asked to be confirmed and given a reason, recorded with
-  the configured person as actor (`person:NAME`); `/note/{note_id}` a note with `why_excluded`, or
+- `/` the landing page: the scope of the current project (saying so when it is empty and another is
+  shown), else the most recently changed one, with its current notes, its latest changes, the busiest
+  scopes and a form to add a note; a scope named by mistake names the nearest; with `q`, a recall
+  drawn as chains (NOW, NEEDS, HISTORY with who, when and why); `/scopes` every scope, page by page;
+- `/chain/{note_id}` a chain titled by its subject, with its timeline (ui_timeline.py) and a person's
+  hands: correct, revoke, reinstate, link (the other note found by its words, `?find=`) and forget,
+  each asked to be confirmed and given a reason, recorded with the configured person as actor
+  (`person:NAME`, which every page's header names); `/note/{note_id}` a note with `why_excluded`, or
   when and why it was forgotten; `/notes` a scope's notes by state; `/changes` what changed since.
 
 Writes are POSTs to `/act` only, carrying the page's form token and an Origin of this web view's own
@@ -33,9 +35,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
-from corrigenda.store import CorrigendaError, Draft, Memory, NotFound
+from corrigenda.store import CorrigendaError, Draft, Memory, NotFound, UnknownScope
 from corrigenda.store.views import Changes, NoteHistory, NoteList, NoteView, RecallResult, ScopeList
 from pydantic_core import PydanticCustomError
 from starlette.applications import Starlette
@@ -49,14 +51,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import ui_html as h
+from . import ui_pages as pages
 from .arguments import iso_8601
 from .config import Settings
 from .connections import bounded_server
 from .errors import readable_scopes_only
-from .grants import SHARED_TOKEN, Grants, NotGranted, admit
+from .grants import Grants, NotGranted, admit
 from .grants import load as load_grants
 from .http import RefusedToListen, authenticates, check_port, netloc, refuse_exposure_without_token, transport_security
 from .ui_gate import SESSION_LIFETIME, Gate, Sessions, grant_of, logged_out, session_of
+from .ui_timeline import timeline
 
 STATIC = Path(__file__).with_name("ui_static")
 ON = ' class="on"'  # the tab being shown
@@ -77,9 +81,19 @@ DONE = {  # what a page says after a person's write (`?done=`): fixed words, nev
     "correct": "Corrected: the new note is current and the old one is history.",
     "revoke": "Revoked: the note is history.",
     "reinstate": "Reinstated.",
-    "link": "Linked.",
+    "link-depends_on": "Linked: the note now needs the other one, and recall brings that one with it.",
+    "link-refines": "Linked: the note now refines the other one; both stay current.",
+    "link-supersedes": "Linked: the note now replaces the other one, which is history.",
+    "link-distinct": "Linked: the two notes state different facts; both stay current.",
+    "settled-supersedes": "Recorded: the newer note replaces the older one, which is now history.",
+    "settled-distinct": "Recorded: they are different facts. Both stay current, and recall no longer marks the "
+    "older one as possibly outdated.",
+    "remember": "Added: the note is current. Revoke it to take it back.",
+    "remember-same": "Already there: a current note of this scope says exactly that; nothing was added.",
     "forget": "Forgotten: the note is erased.",
 }
+# What a confirmation page passes on to the write it confirms (`q`: the search a mark was answered from).
+CONFIRMED_FIELDS = ("action", "note_id", "reason", "text", "kind", "dst_id", "q")
 T = TypeVar("T")
 
 
@@ -111,9 +125,7 @@ def build_ui(
         grants = load_grants(settings.grants, token, oauth=settings.oauth_issuer is not None)
 
     def person(request: Request) -> str:
-        """The actor of a person's write: the credential's name (the configured person's for the shared token)."""
-        grant = grant_of(request)
-        return settings.person_actor if grant is None or grant.name == SHARED_TOKEN else f"person:{grant.name}"
+        return pages.person_of(settings, grant_of(request))
 
     def permit(request: Request, scope: str, write: bool, what: str) -> str:
         """The scope as the store names it, once the caller's grant allows it (grants.admit); else Refused
@@ -169,7 +181,8 @@ def build_ui(
         return h.Here(
             base=request.scope.get("root_path", "").rstrip("/"), scope=chosen, as_of=as_of,
             q=request.query_params.get("q", "").strip(), csrf=csrf, notice=DONE.get(request.query_params.get("done", "")),
-            scopes=listed, writable=writable(request),
+            scopes=listed, writable=writable(request), person=pages.recorded_as(settings, grant_of(request)),
+            instead_of=project if chosen != (named or project) else None,
         )  # fmt: skip
 
     def writable(request: Request) -> Callable[[str], bool] | None:
@@ -207,12 +220,18 @@ def build_ui(
             f"<h2>Scopes, latest change first</h2>{h.scope_table(where, listed.scopes)}"
             f'<p><a href="{where.url("/scopes")}">All scopes ({listed.total})</a></p>'
         )
+        adding = h.add_form(where, opened=listed.default_counts is None) if where.may_write(where.scope) else ""
+        try:  # a scope nothing was stored in: the project's is new, any other mistyped
+            current: NoteList = await store(lambda: memory.list_notes(
+                where.scope, "current", 0, LANDING_NOTES, where.as_of, named=where.scope != default_scope
+            ))  # fmt: skip
+        except Refused as exc:
+            if not isinstance(exc.__cause__, UnknownScope):
+                raise
+            return page(where, f"Scope {where.scope}", pages.nearest_scopes(where, exc.__cause__, visible(request)))
         if listed.default_counts is None:
-            body = f"<p>Scope <b>{h.e(where.scope)}</b> holds nothing yet.</p>" + others
+            body = f"<p>Scope <b>{h.e(where.scope)}</b> holds nothing yet.</p>" + adding + others
             return page(where, f"Scope {where.scope}", body)
-        current: NoteList = await store(
-            lambda: memory.list_notes(where.scope, "current", 0, LANDING_NOTES, where.as_of)
-        )
         since = (where.as_of or datetime.now(UTC)) - CHANGES_WINDOW
         changed: Changes = await store(lambda: memory.changes(since, where.scope, LANDING_CHANGES))
         counts = ", ".join(f"{n} {s.value}" for s, n in current.counts.items() if n)
@@ -223,7 +242,7 @@ def build_ui(
             or "<li>Nothing corrected, revoked, reinstated or forgotten in the last 7 days.</li>"
         )
         body = (
-            f"<p>{counts}. Search above, or open a note to see its chain and fix it.</p>"
+            f"{pages.opened_instead(where)}<p>{counts}. Search above, or open a note to see its chain and fix it.</p>{adding}"
             f'<h2>Current notes, newest first</h2><ul class="notes">{notes}</ul>{more}'
             f'<h2>Latest changes</h2><ul class="changes">{recent}</ul>{others}'
         )
@@ -275,10 +294,16 @@ def build_ui(
         }
         notes.setdefault(found.note.id, found.note)
         hands = where.as_of is None and where.may_write(where.scope)
+        find = request.query_params.get("find", "").strip()
+        linking = None
+        if hands and find:  # the Link form's search: the notes it may link to, to choose from
+            linking = h.LinkSearch(
+                note_id, find, await read(request, lambda: pages.link_candidates(memory, found, find))
+            )
         body = (
-            h.chain_card(where, found.chain, hands=hands)
+            h.chain_card(where, found.chain, hands=hands, linking=linking)
             + ("" if hands else f'<p class="meta">{no_hands(where)}</p>')
-            + "<h2>Timeline</h2>" + h.timeline(where, note_id, notes, found.events, found.related)
+            + "<h2>Timeline</h2>" + timeline(where, note_id, notes, found.events, found.related)
         )  # fmt: skip
         return page(where, h.title_of(found.chain), body)
 
@@ -403,6 +428,12 @@ def build_ui(
     async def act(request: Request) -> Response:
         form = await posted(request)
         action = field(form, "action")
+        if action == "remember":  # a new note: nothing to confirm (revoking it takes it back)
+            scope = permit(request, field(form, "scope"), True, "remember")
+            subject, text = str(form.get("subject", "")).strip(), field(form, "text")
+            added = await store(lambda: pages.add_note(memory, text, subject, scope, person(request)))
+            done = "remember" if added.changed else "remember-same"
+            return RedirectResponse(f"{plain(request).base}/chain/{added.note.id}?done={done}", 303)
         note_id = field(form, "note_id")
         reason = field(form, "reason")
         where = await here(request)
@@ -417,12 +448,15 @@ def build_ui(
         if form.get("confirmed") != "yes":
             other = await store(lambda: memory.history(field(form, "dst_id")).note) if action == "link" else None
             question = describe(action, form, before, reason, actor, other)
-            kept = {
-                k: str(v) for k, v in form.items() if k in ("action", "note_id", "reason", "text", "kind", "dst_id")
-            }
+            kept = {k: str(v) for k, v in form.items() if k in CONFIRMED_FIELDS}
             return page(where, "Confirm", h.confirm(where, kept, question, back))
         landed = await store(lambda: perform(action, form, note_id, reason, actor))
-        return RedirectResponse(f"{where.base}/{'note' if action == 'forget' else 'chain'}/{landed}?done={action}", 303)
+        done = f"link-{form.get('kind')}" if action == "link" else action
+        search = str(form.get("q", "")).strip()
+        if action == "link" and search:  # a possibly outdated mark answered from a search: back to it, the mark gone
+            query = urlencode({"scope": where.scope, "q": search, "done": f"settled-{form.get('kind')}"})
+            return RedirectResponse(f"{where.base}/?{query}", 303)
+        return RedirectResponse(f"{where.base}/{'note' if action == 'forget' else 'chain'}/{landed}?done={done}", 303)
 
     def describe(
         action: str, form: FormData, before: NoteHistory, reason: str, person: str, other: NoteView | None = None
@@ -477,7 +511,7 @@ def build_ui(
         project = default_scope if shown is None or shown(default_scope) else ""
         return h.Here(
             base=request.scope.get("root_path", "").rstrip("/"), scope=request.query_params.get("scope") or project,
-            as_of=None, q="", csrf=csrf,
+            as_of=None, q="", csrf=csrf, person=pages.recorded_as(settings, grant_of(request)),
         )  # fmt: skip
 
     def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:

@@ -8,13 +8,13 @@ Content-Security-Policy allows none (ui.py). Links carry the prefix the web view
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 from corrigenda.store.model import PERSON
-from corrigenda.store.views import Chain, EventView, HistoryEntry, NoteView, ScopeCount, ScopeList
+from corrigenda.store.views import Chain, HistoryEntry, NoteView, ScopeCount, ScopeList
 
 TITLE_WORDS = 8  # a chain without a subject is titled by its head's first words
 # The link kinds a person can record by hand, in the words of the form and of its confirmation.
@@ -72,6 +72,8 @@ class Here:
     notice: str | None = None
     scopes: ScopeList | None = None
     writable: Callable[[str], bool] | None = None  # the scopes the caller may change; None: every scope
+    person: str = ""  # who a person's changes are recorded as, and how to change it (HTML)
+    instead_of: str | None = None  # the project's scope, empty, that the page opened another scope in place of
 
     def may_write(self, scope: str) -> bool:
         return self.writable is None or self.writable(scope)
@@ -114,7 +116,7 @@ def document(here: Here, title: str, body: str, store: str) -> str:
 <label>search <input type="search" name="q" value="{e(here.q)}" placeholder="which port does the service use?"></label>
 <label>as of (UTC) <input type="datetime-local" step="1" name="as_of" value="{e(as_of)}"></label>
 <button type="submit">Recall</button>
-</form></header>
+</form>{f'<p class="person-line">{here.person}</p>' if here.person else ""}</header>
 <main>{notice}{past}<h1>{e(title)}</h1>{body}</main>
 <footer>Memory at {e(store)}.</footer></body></html>"""
 
@@ -171,10 +173,13 @@ STATUS_WORDS = {
 }
 
 
-def chain_card(here: Here, c: Chain, hands: bool = False, settle: bool = False) -> str:
-    """A chain as recall delivers it: NOW, NEEDS, HISTORY; with `hands`, each note's forms under it; with
-    `settle`, a possibly outdated chain's two answers (the newer note replaces it, or states another fact)."""
-    items = [note_line(here, h, "NOW", hands_for_head(here, h) if hands else "") for h in c.heads]
+def chain_card(
+    here: Here, c: Chain, hands: bool = False, settle: bool = False, linking: LinkSearch | None = None
+) -> str:
+    """A chain as recall delivers it: NOW, NEEDS, HISTORY; with `hands`, each note's forms under it (the
+    notes `linking` found, under its head's Link); with `settle`, a possibly outdated chain's two answers
+    (the newer note replaces it, or states another fact)."""
+    items = [note_line(here, h, "NOW", hands_for_head(here, h, linking) if hands else "") for h in c.heads]
     items += [note_line(here, p, "NEEDS") for p in c.prerequisites]
     items += [f'<li class="note needs"><span class="label">NEEDS</span> {e(i)} (in another chain)</li>'
               for i in c.prerequisites_elsewhere]  # fmt: skip
@@ -198,53 +203,6 @@ def chain_card(here: Here, c: Chain, hands: bool = False, settle: bool = False) 
     )
 
 
-def timeline(
-    here: Here, note_id: str, notes: dict[str, NoteView], events: Iterable[EventView], related: Iterable[NoteView] = ()
-) -> str:
-    """What happened to a chain, oldest first: each of its notes recorded and each event, in words (a
-    note outside the chain that an event names, `related`, by its text too), with a link to the chain
-    of `note_id` as it was at that moment."""
-    rows: list[tuple[datetime, str, str | None, EventView | None]] = [
-        (n.recorded_at, f"recorded “{e(n.text)}”", n.actor, None) for n in notes.values()
-    ]
-    named = {**{n.id: n for n in related}, **notes}
-    rows += [(ev.recorded_at, event_words(ev, named), ev.actor, ev) for ev in events]
-    rows.sort(key=lambda row: row[0])
-    out = []
-    for at, what, actor, ev in rows:
-        why = f" because “{e(ev.reason)}”" if ev is not None and ev.reason else ""
-        undone = ""
-        if ev is not None and not ev.in_force:
-            undone = (f' <span class="undone">(undone by {e(ev.retracted_by)})</span>' if ev.retracted_by
-                      else ' <span class="undone">(set aside: it would close a cycle)</span>')  # fmt: skip
-        out.append(
-            f"<li><time>{when(at)}</time> {who(actor)} {what}{why}{undone} "
-            f'<a class="then" href="{here.chain_url(note_id, at)}">as it was then</a></li>'
-        )
-    return '<ol class="timeline">' + "".join(out) + "</ol>"
-
-
-def event_words(ev: EventView, notes: dict[str, NoteView]) -> str:
-    def said(note_id: str | None) -> str:
-        n = notes.get(note_id or "")
-        return f"“{e(short(n.text))}”" if n else e(note_id or "?")
-
-    kind = ev.kind.value
-    if kind == "supersedes":
-        return f"replaced {said(ev.dst)} with {said(ev.src)}"
-    if kind == "revokes":
-        return f"revoked {said(ev.dst)}"
-    if kind == "reinstates":
-        return f"reinstated {said(ev.dst)}" if ev.dst in notes else f"undid event {e(ev.dst)}"
-    if kind == "depends_on":
-        return f"said {said(ev.src)} needs {said(ev.dst)}"
-    if kind == "refines":
-        return f"said {said(ev.src)} refines {said(ev.dst)}"
-    if kind == "distinct":
-        return f"said {said(ev.src)} states another fact than {said(ev.dst)}"
-    return f"{e(kind)} {said(ev.dst)}"
-
-
 def short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -255,31 +213,81 @@ def short(text: str, limit: int = 80) -> str:
 def _form(here: Here, action: str, note_id: str, label: str, inner: str = "", danger: bool = False) -> str:
     return (
         f'<details class="hand{" danger" if danger else ""}"><summary>{e(label)}</summary>'
+        f"{_post(here, action, note_id, label, inner)}</details>"
+    )
+
+
+def _post(here: Here, action: str, note_id: str, label: str, inner: str = "") -> str:
+    return (
         f'<form method="post" action="{here.url("/act")}"><input type="hidden" name="csrf" value="{e(here.csrf)}">'
         f'<input type="hidden" name="action" value="{e(action)}"><input type="hidden" name="note_id" value="{e(note_id)}">'
         f'{inner}<label>reason <input name="reason" required maxlength="2000" placeholder="why"></label> '
-        f"<button>{e(label)}…</button></form></details>"
+        f"<button>{e(label)}…</button></form>"
     )
 
 
-def hands_for_head(here: Here, n: NoteView) -> str:
+def add_form(here: Here, opened: bool = False) -> str:
+    """Add a note to the page's scope, as the person: its text and, if wanted, its subject. No reason is
+    asked (a note says why it is there) and no confirmation (revoking it takes it back)."""
+    return (
+        f'<details class="hand add"{" open" if opened else ""}><summary>Add a note to {e(here.scope)}</summary>'
+        f'<form method="post" action="{here.url("/act")}"><input type="hidden" name="csrf" value="{e(here.csrf)}">'
+        f'<input type="hidden" name="action" value="remember"><input type="hidden" name="scope" value="{e(here.scope)}">'
+        '<label>text <textarea name="text" required maxlength="20000" rows="3" '
+        'placeholder="The payments service listens on port 9090"></textarea></label>'
+        '<label>subject (optional) <input name="subject" maxlength="256" placeholder="payments.port"></label> '
+        "<button>Add</button></form></details>"
+    )
+
+
+@dataclass
+class LinkSearch:
+    """A search for the other end of a link from the head `from_id`: what was asked, and the notes found."""
+
+    from_id: str
+    find: str
+    found: list[NoteView]
+
+
+def hands_for_head(here: Here, n: NoteView, search: LinkSearch | None = None) -> str:
     correct = (
         f'<label>new text <textarea name="text" required maxlength="20000" rows="3">{e(n.text)}</textarea></label>'
-    )
-    link = (
-        '<label>kind <select name="kind">'
-        + "".join(f'<option value="{kind}">{words}</option>' for kind, words in LINK_WORDS.items())
-        + "</select></label> "
-        '<label>other note id <input name="dst_id" required pattern="n_[0-9a-z]{26}" placeholder="n_…"></label>'
     )
     return (
         '<div class="hands">'
         + _form(here, "correct", n.id, "Correct", correct)
         + _form(here, "revoke", n.id, "Revoke")
-        + _form(here, "link", n.id, "Link", link)
+        + link_hand(here, n, search if search is not None and search.from_id == n.id else None)
         + _form(here, "forget", n.id, "Forget (erase)", "", danger=True)
         + "</div>"
     )
+
+
+def link_hand(here: Here, n: NoteView, search: LinkSearch | None) -> str:
+    """Link: find the other note by a few of its words (a GET of this chain's page, which lists the notes of
+    the scope that match, each to choose with a radio button), then say how the two relate."""
+    find = (
+        f'<form method="get" action="{here.chain_url(n.id)}#link-{e(n.id)}"><label>find the other note '
+        f'<input type="search" name="find" required value="{e(search.find if search else "")}" '
+        'placeholder="a few of its words"></label> <button>Find</button></form>'
+    )
+    if search is None:
+        return f'<details class="hand" id="link-{e(n.id)}"><summary>Link</summary>{find}</details>'
+    if not search.found:
+        chosen = f'<p class="meta">No other note of scope <b>{e(n.scope)}</b> matches “{e(search.find)}”.</p>'
+    else:
+        choices = "".join(
+            f'<label class="candidate"><input type="radio" name="dst_id" value="{e(c.id)}" required> '
+            f'<span class="text">{e(short(c.text, 200))}</span> <span class="meta">{badges(c)}</span></label>'
+            for c in search.found
+        )
+        kinds = "".join(f'<option value="{kind}">{words}</option>' for kind, words in LINK_WORDS.items())
+        chosen = _post(
+            here, "link", n.id, "Link",
+            f'<fieldset class="candidates"><legend>This note <select name="kind">{kinds}</select> the note you choose:'
+            f"</legend>{choices}</fieldset>",
+        )  # fmt: skip
+    return f'<details class="hand" id="link-{e(n.id)}" open><summary>Link</summary>{find}{chosen}</details>'
 
 
 def hands_for_suspect(here: Here, newer: str, older: str) -> str:
@@ -289,6 +297,7 @@ def hands_for_suspect(here: Here, newer: str, older: str) -> str:
     def answer(kind: str, label: str) -> str:
         inner = (
             f'<input type="hidden" name="dst_id" value="{e(older)}"><input type="hidden" name="kind" value="{kind}">'
+            f'<input type="hidden" name="q" value="{e(here.q)}">'  # the search to come back to, the answer shown
         )
         return _form(here, "link", newer, label, inner)
 

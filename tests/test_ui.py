@@ -161,10 +161,12 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         expect(page.locator("li.change.forgotten")).to_contain_text(ids["gone"])
         assert "tulip" not in page.content()
 
-        # 7. a mistyped scope is an empty scope, a forgotten note says so; bad input: a clear message
+        # 7. a mistyped scope names the nearest, a forgotten note says so; bad input: a clear message
         response = page.goto(f"{base}/?scope=osp")
         assert response is not None and response.status == 200
-        expect(page.locator("main")).to_contain_text("Scope osp holds nothing yet.")
+        expect(page.locator("main")).to_contain_text("Nothing was ever stored in scope osp")
+        page.click("main a:has-text('ops')")
+        expect(page.locator("h1")).to_have_text("Scope ops")
         response = page.goto(f"{base}/note/{ids['gone']}")
         assert response is not None and response.status == 200
         expect(page.locator("main")).to_contain_text(f"Note {ids['gone']} was forgotten at")
@@ -214,6 +216,57 @@ def test_a_correction_by_hand_is_what_recall_chains_then_delivers_with_the_perso
     assert chain["history"][0]["reason"] == "moved to TLS on 1 December"
 
 
+def test_a_person_adds_a_note_links_it_by_searching_and_settles_a_mark_in_a_browser(db: str, memory: Memory) -> None:
+    """No id typed, no script: the Link form finds the other note by its words (a GET of the chain page), and
+    an answer to POSSIBLY OUTDATED comes back to the search, saying what was recorded."""
+    from playwright.sync_api import expect, sync_playwright
+
+    ids = seed(memory)
+    memory.remember(Draft(text="The office opens at 8:00 on weekdays.", subject="office.hours"), scope="ops")
+    memory.remember(Draft(text="The office opens at 9:00 on weekdays.", subject="office.hours"), scope="ops")
+    port = free_port()
+    for base, _ in start(
+        ["ui", "--db", db, "--scope", "ops", "--port", str(port)], port, env={"CORRIGENDA_PERSON": "Ada"}
+    ):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            page.goto(f"{base}/")
+            expect(page.locator("header")).to_contain_text("recorded as Ada (person): set CORRIGENDA_PERSON")
+            page.click("summary:has-text('Add a note to ops')")
+            page.fill("details.add textarea[name=text]", "Payments are run by the platform team")
+            page.fill("details.add input[name=subject]", "payments.owner")
+            page.click("details.add button")
+            expect(page.locator(".notice")).to_contain_text("Added: the note is current")
+            expect(page.locator("li.now .meta").first).to_contain_text("Ada (person)")
+
+            page.goto(f"{base}/chain/{ids['new']}")
+            head = page.locator("li.now").first
+            head.locator("summary", has_text="Link").click()
+            head.locator("input[name=find]").fill("who runs payments")
+            head.locator("button:has-text('Find')").click()
+            head = page.locator("li.now").first
+            head.locator("label.candidate", has_text="Payments are run by the platform team").click()
+            head.locator("select[name=kind]").select_option("depends_on")
+            head.locator("details[open] input[name=reason]").fill("ask them before moving the port")
+            head.locator("button:has-text('Link…')").click()
+            expect(page.locator(".confirm")).to_contain_text("needs “Payments are run by the platform team”")
+            page.click("button.go")
+            expect(page.locator(".notice")).to_contain_text("Linked: the note now needs the other one")
+            expect(page.locator("li.needs", has_text="platform team")).to_have_count(1)
+
+            page.goto(f"{base}/?scope=ops&q=When+does+the+office+open%3F")
+            page.click("summary:has-text('They are different facts')")
+            page.fill("details[open] input[name=reason]", "one is the summer timetable")
+            page.click("details[open] button")
+            page.click("button.go")
+            expect(page.locator(".notice")).to_contain_text("Recorded: they are different facts")
+            assert "q=When+does+the+office+open" in page.url
+            expect(page.locator(".suspect")).to_have_count(0)
+            expect(page.locator("section.chain")).to_contain_text(["8:00"])
+            browser.close()
+
+
 def test_the_ui_checks_the_host_and_without_a_token_listens_on_loopback_only(
     tmp_path: Path, ui: tuple[str, dict[str, str]]
 ) -> None:
@@ -223,6 +276,7 @@ def test_the_ui_checks_the_host_and_without_a_token_listens_on_loopback_only(
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 421  # a page elsewhere cannot reach it through a name that points here
 
+    (tmp_path / "other").mkdir()  # a store to open (ui refuses a store that is not there first)
     exposed = run("ui", "--db", str(tmp_path / "other"), "--host", "0.0.0.0")
     assert exposed.returncode == 2 and "without a token" in exposed.stderr and "CORRIGENDA_TOKEN" in exposed.stderr
 

@@ -63,9 +63,13 @@ def test_it_opens_on_the_projects_scope_else_on_the_most_recently_changed_one(me
         landing = client.get("/")
         assert landing.status_code == 200
         assert "<h1>Scope newer</h1>" in landing.text and "Deploys go through Argo CD" in landing.text
+        assert "This project's scope <b>mine#3f2a9c</b> holds nothing yet" in landing.text  # said first
         assert "Nothing corrected, revoked, reinstated or forgotten in the last 7 days" in landing.text  # not "none"
-        named = client.get("/?scope=nothing-here")
-        assert named.status_code == 200 and "Scope <b>nothing-here</b> holds nothing yet" in named.text
+        named = client.get("/?scope=nothing-here")  # another scope than the project's: mistyped, most likely
+        assert named.status_code == 200 and "Nothing was ever stored in scope <b>nothing-here</b>" in named.text
+        assert 'href="/?scope=newer">newer</a> (1 note)' in named.text and 'name="text"' not in named.text
+        own = client.get("/?scope=mine%233f2a9c")  # the project's own: new, not mistyped; a note can be added
+        assert "Scope <b>mine#3f2a9c</b> holds nothing yet" in own.text and 'name="action" value="remember"' in own.text
     memory.remember(Draft(text="This project builds with uv"), scope="mine#3f2a9c")
     with browse(memory, scope="mine#3f2a9c") as client:
         assert "<h1>Scope mine#3f2a9c</h1>" in client.get("/").text
@@ -242,14 +246,17 @@ def test_a_search_shows_an_unlinked_older_value_as_possibly_outdated_until_a_per
     assert (event.kind.value, event.dst, event.actor) == ("distinct", old.id, "person:Ada")
 
 
-@pytest.mark.parametrize(("answer", "kind"), [("They are different facts", "distinct"),
-                                             ("The newer note replaces it", "supersedes")])  # fmt: skip
+@pytest.mark.parametrize(("answer", "kind", "recorded"), [
+    ("They are different facts", "distinct", "Recorded: they are different facts"),
+    ("The newer note replaces it", "supersedes", "Recorded: the newer note replaces the older one"),
+])  # fmt: skip
 def test_a_possibly_outdated_mark_in_a_search_is_settled_by_a_person_from_the_search(
-    memory: Memory, answer: str, kind: str
+    memory: Memory, answer: str, kind: str, recorded: str
 ) -> None:
     """Each answer under the mark is a link form (the newer note → the older) that asks for a reason and
-    a confirmation; afterwards the mark is gone, and the older note is current (different facts) or
-    history (replaced). A search as of a past time offers no answers."""
+    a confirmation; afterwards the person is back on the search, told what was recorded, the mark gone,
+    and the older note is current (different facts) or history (replaced). A search as of a past time
+    offers no answers."""
     old = memory.remember(Draft(text="The office opens at 8:00 on weekdays.", subject="office.hours"), scope="ops")
     new = memory.remember(Draft(text="The office opens at 9:00 on weekdays.", subject="office.hours"), scope="ops")
     search = "/?scope=ops&q=When+does+the+office+open%3F"
@@ -266,11 +273,127 @@ def test_a_possibly_outdated_mark_in_a_search_is_settled_by_a_person_from_the_se
         assert "Confirm" in asked.text and memory.history(old.note.id).events == []  # nothing written yet
         done = client.post("/act", data={**fields, "reason": "said by Ada", "confirmed": "yes"}, follow_redirects=False)
         assert done.status_code == 303
-        assert "POSSIBLY OUTDATED" not in client.get(search).text
+        assert done.headers["location"] == search + f"&done=settled-{kind}"  # back to the search
+        shown = html.unescape(client.get(done.headers["location"]).text)
+        assert recorded in shown and "Linked." not in shown and "POSSIBLY OUTDATED" not in shown
+        assert "The office opens at 9:00" in shown and "The office opens at 8:00" in shown
     [event] = memory.history(old.note.id).events
     assert (event.kind.value, event.src, event.actor) == (kind, new.note.id, "person:Ada")
     state = memory.history(old.note.id).note.state.value
     assert state == ("active" if kind == "distinct" else "superseded")
+
+
+def words(page: str) -> str:
+    """A page's text as a person reads it: no tags, no escapes."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def timeline_of(page: str) -> list[str]:
+    """A chain page's timeline, row by row, in words."""
+    return [words(row) for row in page.split('<ol class="timeline">')[1].split("</ol>")[0].split("<li>")[1:]]
+
+
+def test_the_timeline_says_what_an_undone_event_did_in_words_not_its_id(memory: Memory) -> None:
+    old = memory.remember(Draft(text="The cache TTL is 60 seconds"), scope="ops", actor="claude-code").note
+    new = memory.correct(old.id, Draft(text="The cache TTL is 120 seconds"), reason="ops said so", actor="cursor")
+    memory.reinstate(new.event.id, reason="the change was rolled back", actor="person:Ada")
+    with browse(memory) as client:
+        page = client.get(f"/chain/{new.note.id}").text
+    assert not re.search(r"e_[0-9a-z]{26}", page.split('<ol class="timeline">')[1])  # no event id, anywhere
+    [undid] = [row for row in timeline_of(page) if "undid" in row]
+    said = "Ada (person) undid the replacement of “The cache TTL is 60 seconds” with “The cache TTL is 120 seconds” ("
+    assert said in undid and "by cursor (agent)) because “the change was rolled back”" in undid, undid
+    [replaced] = [row for row in timeline_of(page) if "replaced" in row]
+    assert "because “ops said so” (undone at " in replaced and "by Ada (person))" in replaced, replaced
+
+
+def test_a_need_carried_over_by_a_correction_is_shown_as_carried_over_without_the_corrections_reason(
+    memory: Memory,
+) -> None:
+    proxy = memory.remember(Draft(text="Traffic enters through nginx on lb-1"), scope="ops").note
+    old = memory.remember(Draft(text="The API listens on port 8080"), scope="ops", depends_on=[proxy.id]).note
+    new = memory.correct(old.id, Draft(text="The API listens on port 9090"), reason="moved to the new rack").note
+    with browse(memory) as client:
+        timeline = timeline_of(client.get(f"/chain/{new.id}").text)
+    [carried] = [row for row in timeline if "“The API listens on port 9090” needs" in row]
+    assert "needs “Traffic enters through nginx on lb-1”, carried over from the note it corrects" in carried
+    assert "moved to the new rack" not in carried, carried
+    assert any(
+        "said “The API listens on port 8080” needs “Traffic enters through nginx on lb-1”" in r for r in timeline
+    )
+
+
+def test_the_link_form_finds_the_other_note_by_searching_no_id_typed(
+    memory: Memory, seeded: tuple[TestClient, dict[str, str]]
+) -> None:
+    client, ids = seeded
+    owner = memory.remember(Draft(text="Payments are run by the platform team"), scope="ops").note
+    chain = client.get(f"/chain/{ids['new']}").text
+    assert 'name="find"' in chain and 'name="dst_id" required pattern' not in chain  # a search, not an id to type
+    found = client.get(f"/chain/{ids['new']}", params={"find": "who runs payments"}).text
+    choices = dict(
+        re.findall(r'<input type="radio" name="dst_id" value="(n_[0-9a-z]{26})"[^>]*>\s*<span[^>]*>([^<]*)', found)
+    )
+    assert choices.get(owner.id) == "Payments are run by the platform team", choices
+    assert ids["new"] not in choices and ids["old"] not in choices  # not the chain's own notes
+    form = next(f for f in found.split("<form")[1:] if 'type="radio"' in f)
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+    fields |= {"dst_id": owner.id, "kind": "depends_on", "reason": "ask them first", "confirmed": "yes"}
+    done = client.post("/act", data=fields, follow_redirects=False)
+    assert done.status_code == 303, done.text
+    assert any(e.kind.value == "depends_on" and e.dst == owner.id for e in memory.history(ids["new"]).events)
+    assert "Linked: the note now needs the other one" in client.get(done.headers["location"]).text
+    nothing = client.get(f"/chain/{ids['new']}", params={"find": "zebra crossing quartz"}).text
+    assert "No other note of scope <b>ops</b> matches" in nothing
+
+
+def test_a_person_adds_a_note_from_the_scopes_page(memory: Memory, seeded: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = seeded
+    landing = client.get("/").text
+    form = next((f for f in landing.split("<form")[1:] if 'name="action" value="remember"' in f), None)
+    assert form is not None, "the scope's page has no form to add a note"
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+    assert fields["scope"] == "ops" and 'name="text"' in form and 'name="subject"' in form and "reason" not in form
+    added = {**fields, "text": "The payments service is deployed on Tuesdays", "subject": "payments.deploys"}
+    done = client.post("/act", data=added, follow_redirects=False)
+    assert done.status_code == 303, done.text
+    [note] = [n for n in memory.list_notes("ops", "current").notes if n.subject == "payments.deploys"]
+    assert (note.text, note.actor, note.scope) == (added["text"], "person:Ada", "ops")
+    shown = client.get(done.headers["location"]).text
+    assert done.headers["location"].startswith(f"/chain/{note.id}") and "Added: the note is current" in shown
+    assert client.post("/act", data={**added, "csrf": "x"}).status_code == 403  # the form token, as every hand
+    assert client.post("/act", data={**added, "text": " "}).status_code == 400
+    assert len(memory.list_notes("ops", "current").notes) == 4
+
+
+def test_a_mistyped_scope_names_the_nearest_scopes_the_caller_may_read(memory: Memory, tmp_path: Path) -> None:
+    memory.remember(Draft(text="The team deploys on Tuesdays"), scope="team-ops")
+    memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
+    memory.remember(Draft(text="Layoffs are planned for March"), scope="team-opx-secret")
+    with browse(memory, scope="ada") as client:
+        page = client.get("/?scope=team-opz")
+    assert page.status_code == 200 and "Nothing was ever stored in scope <b>team-opz</b>" in page.text
+    assert 'href="/?scope=team-ops">team-ops</a> (1 note)' in page.text and "team-opx-secret" in page.text
+    (tmp_path / "grants.toml").write_text(
+        f'[[credentials]]\nname = "ada"\ntoken_sha256 = "{digest(ADA)}"\nread = ["team-ops*", "team-opz", "ada"]\n'
+    )
+    with granted(memory, tmp_path) as client:
+        page = client.get("/?scope=team-opz", headers={"Authorization": f"Bearer {ADA}"})
+    assert page.status_code == 200 and 'href="/?scope=team-ops">team-ops</a>' in page.text
+    assert "secret" not in page.text and "Layoffs" not in page.text  # a scope it may not read is not named
+
+
+def test_every_page_says_who_a_persons_changes_are_recorded_as_and_how_to_change_it(
+    memory: Memory, tmp_path: Path, seeded: tuple[TestClient, dict[str, str]]
+) -> None:
+    client, ids = seeded
+    for path in ("/", "/scopes", f"/chain/{ids['new']}", "/notes", "/changes", "/no/such/page", "/?as_of=x"):
+        said = words(client.get(path).text)
+        assert "recorded as Ada (person)" in said and "set CORRIGENDA_PERSON" in said, path
+    memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
+    with granted(memory, tmp_path) as client:
+        said = words(client.get("/", headers={"Authorization": f"Bearer {ADA}"}).text)
+    assert "recorded as ada (person), the name of your credential" in said and "CORRIGENDA_PERSON" not in said
 
 
 ADA, BOB = "ada-token-0123456789abcdef", "bob-token-0123456789abcdef"
@@ -420,6 +543,37 @@ def logged_in(client: TestClient, token: str = ADA) -> str:
     return cookie
 
 
+@pytest.mark.parametrize(
+    "sent_from",
+    [{"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}, {"Referer": "http://127.0.0.1:9000/trap"}],
+)
+def test_a_token_address_opened_from_another_site_opens_no_session(
+    memory: Memory, tmp_path: Path, sent_from: dict[str, str]
+) -> None:
+    """Login CSRF: a page elsewhere sends the person's browser to ?token=THEIRS, to have the person's
+    notes written into the attacker's scopes. The browser says where a navigation came from
+    (Sec-Fetch-Site; else Referer), and a page cannot make it lie."""
+    memory.remember(Draft(text="Bob secret staging password hint"), scope="bob")
+    with granted(memory, tmp_path) as client:
+        trap = client.get(f"/?token={BOB}", headers=sent_from, follow_redirects=False)
+        assert trap.status_code == 403 and "set-cookie" not in trap.headers and "Bob secret" not in trap.text
+        assert "address bar" in trap.text and "corrigenda_ui" not in client.cookies
+        assert client.get("/").status_code == 401
+        for typed in ({"Sec-Fetch-Site": "none"}, {"Sec-Fetch-Site": "same-origin"}, {"Referer": f"{ORIGIN}/x"}, {}):
+            client.cookies.clear()
+            assert client.get(f"/?token={BOB}", headers=typed, follow_redirects=False).status_code == 303, typed
+
+
+def test_a_token_address_does_not_replace_another_credentials_session(memory: Memory, tmp_path: Path) -> None:
+    with granted(memory, tmp_path) as client:
+        adas = logged_in(client, ADA)
+        other = client.get(f"/?token={BOB}", headers={"Sec-Fetch-Site": "none"}, follow_redirects=False)
+        assert other.status_code == 409 and "set-cookie" not in other.headers
+        assert "logged in as ada" in other.text and "Log out" in other.text
+        assert client.cookies.get("corrigenda_ui") == adas and client.get("/").status_code == 200
+        assert logged_in(client, ADA) != adas  # the same credential again: a new session in its place
+
+
 def test_a_session_opened_with_the_token_ends_at_logout(memory: Memory, tmp_path: Path) -> None:
     memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
     with granted(memory, tmp_path) as client:
@@ -473,7 +627,9 @@ def test_a_session_opens_only_the_servers_that_share_its_secret(memory: Memory, 
 def test_the_session_of_a_credential_removed_or_given_a_new_token_opens_nothing(memory: Memory, tmp_path: Path) -> None:
     memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
     with granted(memory, tmp_path, session_secret=SECRET) as client:
-        adas, bobs = logged_in(client, ADA), logged_in(client, BOB)
+        adas = logged_in(client, ADA)
+        client.cookies.clear()  # else ada's session stands: a token does not replace it
+        bobs = logged_in(client, BOB)
     new_token = "ada-new-token-0123456789abcdef"
     write_grants(tmp_path / "grants.toml", {"ada": new_token})  # ada's token changed, bob removed
     with granted(memory, tmp_path, session_secret=SECRET) as client:  # the server started again with the file

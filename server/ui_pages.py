@@ -7,7 +7,6 @@ check the grant and the form token before calling them.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 
 from corrigenda.store import Draft, Memory, UnknownScope
@@ -50,14 +49,13 @@ def nearest_scopes(here: h.Here, unknown: UnknownScope, visible: Callable[[str],
     """A mistyped scope's page: nothing was stored in it, and the nearest scopes the caller may read,
     as links. The same nearest scopes the store's `UnknownScope.said(visible)` names to an agent, the
     page linking each instead of naming it in a sentence."""
-    notes = {name: n for name, n in unknown.scopes.items() if visible is None or visible(name)}
-    nearest = difflib.get_close_matches(unknown.scope, list(notes), n=UnknownScope.NAMED, cutoff=0.0)
+    nearest = unknown.nearest(visible)
     said = f"<p>Nothing was ever stored in scope <b>{h.e(unknown.scope)}</b>: mistyped, or a project with no notes yet?"
     if not nearest:
         return said + " No scope you may read holds anything yet.</p>"
     links = ", ".join(
-        f'<a href="{here.url("/", scope=name, q=here.q)}">{h.e(name)}</a> ({notes[name]} note{"" if notes[name] == 1 else "s"})'
-        for name in nearest
+        f'<a href="{here.url("/", scope=name, q=here.q)}">{h.e(name)}</a> ({n} note{"" if n == 1 else "s"})'
+        for name, n in nearest.items()
     )
     whose = "The nearest scopes" if visible is None else "The nearest scopes you may read"
     return said + f" {whose}: {links}.</p>"

@@ -30,14 +30,20 @@ class UnknownScope(InvalidArgument):
         self.scopes = dict(scopes)
         super().__init__("scope", self.said())
 
-    def said(self, visible: Callable[[str], bool] | None = None) -> str:
+    def nearest(self, visible: Callable[[str], bool] | None = None) -> dict[str, int]:
+        """The nearest scopes by name (of those `visible` accepts), nearest first, with their notes."""
         notes = {name: n for name, n in self.scopes.items() if visible is None or visible(name)}
-        said = f"nothing was ever stored in scope {self.scope!r} (mistyped, or a project with no notes yet?); "
-        if not notes:
-            return said + f"no scope you may read holds anything yet. A write to {self.scope!r} makes it"
         names = list(notes)
         nearest = difflib.get_close_matches(self.scope, names, n=self.NAMED, cutoff=0.0) if len(names) > 1 else names
-        listed = ", ".join(f"{name!r} ({notes[name]} note{'' if notes[name] == 1 else 's'})" for name in nearest)
+        return {name: notes[name] for name in nearest}
+
+    def said(self, visible: Callable[[str], bool] | None = None) -> str:
+        nearest = self.nearest(visible)
+        said = f"nothing was ever stored in scope {self.scope!r} (mistyped, or a project with no notes yet?); "
+        if not nearest:
+            return said + f"no scope you may read holds anything yet. A write to {self.scope!r} makes it"
+        names = [name for name in self.scopes if visible is None or visible(name)]
+        listed = ", ".join(f"{name!r} ({n} note{'' if n == 1 else 's'})" for name, n in nearest.items())
         more = ""
         if len(names) > len(nearest):
             more = f", and {len(names) - len(nearest)} more (`scopes` lists them; its `contains` finds one by name)"

@@ -12,13 +12,26 @@ the host then applies the extension's default policy, which allows no network.
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
-from mcp.server.apps import Apps
+from mcp.server.apps import APP_MIME_TYPE, Apps
+from mcp.server.mcpserver.resources import TextResource
+from mcp_types import Icon
 
 CHAINS_URI = "ui://corrigenda/chains.html"
 PAGE = Path(__file__).with_name("ui_static") / "chains-app.html"
+ICON = Path(__file__).with_name("ui_static") / "favicon.svg"
+
+
+def icons() -> list[Icon]:
+    """corrigenda's icon, as clients show it beside the server, its tools, resources and prompts: the web
+    view's own (a check mark), inline as a `data:` URI so that showing it needs no network. A plain SVG
+    of two shapes, with no script or link a client would have to guard against."""
+    svg = base64.b64encode(ICON.read_bytes()).decode("ascii")
+    return [Icon(src=f"data:image/svg+xml;base64,{svg}", sizes=["any"])]  # the URI names its type
+
 
 # `_meta` of a tool the app renders. The flat "ui/resourceUri" key is the extension's deprecated
 # alias, still read by hosts built before `ui.resourceUri`; the extension's own server helper
@@ -26,17 +39,27 @@ PAGE = Path(__file__).with_name("ui_static") / "chains-app.html"
 CHAINS_TOOL_META: dict[str, Any] = {"ui": {"resourceUri": CHAINS_URI}, "ui/resourceUri": CHAINS_URI}
 
 
+def sizes() -> dict[str, int]:
+    """The size in bytes of each resource the extension serves, for `resources/list` (the SDK lists none)."""
+    return {CHAINS_URI: len(PAGE.read_text(encoding="utf-8").encode())}
+
+
 def extension() -> Apps:
     """The Apps extension with the chains page: passed to the server, it serves the page and
-    advertises `io.modelcontextprotocol/ui` under the server's `capabilities.extensions`."""
+    advertises `io.modelcontextprotocol/ui` under the server's `capabilities.extensions`. Built as the
+    SDK's `add_html_resource` builds it, with the icon that helper takes no argument for."""
     apps = Apps()
-    apps.add_html_resource(
-        CHAINS_URI,
-        PAGE.read_text(encoding="utf-8"),
-        name="chains",
-        title="Memory chains",
-        description="Draws a recall_chains or history result: each chain's current notes, what they rest on, "
-        "and what they replaced, with who, when and why.",
-        prefers_border=True,
+    apps.add_resource(
+        TextResource(
+            uri=CHAINS_URI,
+            name="chains",
+            title="Memory chains",
+            description="Draws a recall_chains or history result: each chain's current notes, what they rest on, "
+            "and what they replaced, with who, when and why.",
+            mime_type=APP_MIME_TYPE,
+            icons=icons(),
+            meta={"ui": {"prefersBorder": True}},
+            text=PAGE.read_text(encoding="utf-8"),
+        )
     )
     return apps

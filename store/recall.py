@@ -28,7 +28,10 @@ Stages:
    see `Hit`), fused by reciprocal rank (`RRF_K`); equal scores share a rank and ties
    go by id, so the order does not depend on the order the searches return hits in. A note is an
    entry if its cosine similarity reaches `min_similarity` (and the model could read both texts) or
-   full-text search matched it.
+   full-text search matched it; and, when the caller asks for `min_entries`, the best candidates by
+   fused score up to that many are entries whatever their similarity (each search then looks at
+   least that deep): on a long chat history a question may share few words and little meaning with
+   the turns that answer it, and a caller who wants k entry points can ask for them.
 2. Closure and order: each entry brings its whole chain, successors unconditionally. A chain scores
    its best entry's fused score plus `chain_evidence` times each further entry's (an old value and
    its correction that both match the query are two pieces of evidence that this claim is the one
@@ -81,6 +84,7 @@ import numpy as np
 from . import updates
 from .chains import build_chain
 from .embedder import Embedder
+from .errors import InvalidArgument
 from .excerpt import excerpt
 from .fold import Fold
 from .model import Note
@@ -99,6 +103,9 @@ CLIP_OVERHEAD = 8  # a clipped history entry's mark, "[clipped: 120 of 480 token
 # The least text a clipped history entry keeps: less than a clause cannot carry a value and what it
 # is the value of, so a history entry with less room than this is left out (and counted) instead.
 MIN_CLIP_TOKENS = 16
+# The most entry points a caller can ask for (`min_entries`): each search reads that many notes and
+# their chains are folded, so it bounds the work of one recall.
+MAX_ENTRIES = 100
 
 
 @dataclass
@@ -169,21 +176,23 @@ def find_candidates(
     as_of: datetime | None,
     settings: RetrievalSettings,
     vector: Callable[[], Sequence[float]] | None = None,
+    min_entries: int = 0,
 ) -> tuple[dict[str, Candidate], bool]:
     """Dense and full-text hits in the reader's scope fused by reciprocal rank, best first; and whether
-    dense applied.
+    dense applied. The first `min_entries` qualify whatever their similarity (module docstring, stage 1).
 
     The searches find ids; the reader reads the notes of both at once (or has them). `vector` gives the
     query's embedding when the dense search needs it (a remember's note is being embedded while its
     text is searched); without it the model embeds the query then."""
     reader.check_model(embedder.name)
+    depth = max(settings.per_retriever, min_entries)
     # the full-text search runs while the query is embedded and searched by vector
-    searching_text = _SEARCHES.submit(reader.text_search, query, as_of, settings.per_retriever)
+    searching_text = _SEARCHES.submit(reader.text_search, query, as_of, depth)
     readable = embedder.readable(query)
     dense: list[Hit] = []
     if readable:
         embedded = vector() if vector is not None else embedder.embed([query])[0]
-        dense = reader.vector_search(embedded, as_of, settings.per_retriever)
+        dense = reader.vector_search(embedded, as_of, depth)
     text_hits = searching_text.result()
     found = reader.found(list(dict.fromkeys(h.id for h in [*text_hits, *dense])))
     candidates: dict[str, Candidate] = {}
@@ -202,6 +211,8 @@ def find_candidates(
         )
         cand.qualified = dense_match or cand.text_rank is not None
     ordered = sorted(candidates.values(), key=lambda c: (-c.score, c.note.id))
+    for cand in ordered[:min_entries]:
+        cand.qualified = True
     return {c.note.id: c for c in ordered}, readable
 
 
@@ -233,10 +244,13 @@ def run(
     max_chains: int | None = None,
     include_history: bool = True,
     settings: RetrievalSettings = RetrievalSettings(),
+    min_entries: int = 0,
 ) -> Trace:
+    if not 0 <= min_entries <= MAX_ENTRIES:
+        raise InvalidArgument("min_entries", f"is {min_entries}; ask for 0 to {MAX_ENTRIES} entry points")
     at = as_of or now
     scope = reader.scope
-    candidates, readable = find_candidates(reader, embedder, query, as_of, settings)
+    candidates, readable = find_candidates(reader, embedder, query, as_of, settings, min_entries=min_entries)
     entries = [c for c in candidates.values() if c.qualified]
     folded = reader.fold([c.note for c in entries], at)  # their chains and prerequisites, folded
     trace = Trace(query, scope, at, settings, readable, candidates, folded)

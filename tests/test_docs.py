@@ -55,13 +55,24 @@ def test_the_readme_client_entries_are_what_corrigenda_install_prints() -> None:
     assert len(shown) >= 2 and set(shown) <= printed
 
 
-def test_the_readme_python_example_runs_and_prints_what_it_says(capsys: Any) -> None:
-    section = README.split("## Python API", 1)[1]
-    (code,) = re.findall(r"```python\n(.+?)\n```", section.split("\n## ", 1)[0], re.S)
-    exec(compile(code, "README.md", "exec"), {})
-    printed = capsys.readouterr().out.splitlines()
-    said = [line.split("# ", 1)[1] for line in code.splitlines() if "# " in line and "|" in line.split("# ", 1)[1]]
-    assert printed == said
+def _python_api_examples() -> list[str]:
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.+?)\n```", section, re.S)
+
+
+def test_the_readme_python_examples_run_and_print_what_they_say(capsys: Any) -> None:
+    for code in _python_api_examples():
+        exec(compile(code, "README.md", "exec"), {})
+        printed = capsys.readouterr().out.splitlines()
+        said = [line.split("# ", 1)[1] for line in code.splitlines() if "# " in line and "|" in line.split("# ", 1)[1]]
+        assert printed == said
+
+
+def test_the_readme_python_api_shows_the_bulk_load_of_dated_notes() -> None:
+    """A conversation history goes in with `import_notes` (one embedding batch, one write per batch),
+    not a `remember` per turn; the README shows it with dates, as a person arriving needs it."""
+    (example,) = [code for code in _python_api_examples() if "import_notes(" in code]
+    assert "at=" in example and ".skipped" in example
 
 
 def _report() -> Any:

@@ -103,7 +103,8 @@ async def test_recall_chains_text_is_still_the_text_rendering(client: Client) ->
     old = (await call(client, "remember", text="The nightly backup runs at 02:00", scope="ops"))["note"]
     await call(client, "correct", note_id=old["id"], text="The nightly backup runs at 03:00", reason="moved")
     result = await client.call_tool("recall_chains", {"query": "when does the backup run?", "scope": "ops"})
-    (block,) = result.content
+    block, *links = result.content
+    assert [link.type for link in links] == ["resource_link", "resource_link"]  # the chain, its current note
     assert block.text == render.recall(RecallResult.model_validate(result.structured_content))  # type: ignore[union-attr]
     assert "NOW" in block.text and "HISTORY" in block.text  # type: ignore[union-attr]
 

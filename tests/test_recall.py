@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from corrigenda.store import Draft, Memory, RetrievalSettings, SentenceTransformerEmbedder
+from corrigenda.store import recall as retrieval
+from corrigenda.store.errors import InvalidArgument
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.model import ChainStatus, Note, NoteState
 from corrigenda.store.updates import conflict, subject_key, unlinked_conflicts
@@ -464,3 +466,30 @@ def test_a_note_whose_stored_vector_cannot_be_read_is_named_and_does_not_take_it
     copy = Memory(str(tmp_path / "copy"), embedder)
     copy.import_lines(memory.export("ops", vectors=True))
     assert copy.tables.vectors([nulls.id, nans.id]).keys() == {nulls.id, nans.id}
+
+
+TOPICS = ["gardening tomatoes", "a trip to Lisbon", "the new bicycle", "baking sourdough", "a jazz concert",
+          "learning Portuguese", "painting the fence", "the dentist appointment"]  # fmt: skip
+
+
+def test_min_entries_brings_the_best_candidates_in_below_the_similarity_floor(memory: Memory) -> None:
+    """On a chat history a question shares little with, nothing reaches the floor; a caller who wants k
+    candidates asks for them, and gets the k best by fused score, more when more qualify."""
+    chat = [f"On day {i} we talked about {TOPICS[i % len(TOPICS)]} with friend {i}" for i in range(30)]
+    memory.import_notes([Draft(text=t) for t in chat], scope="chat")
+    query = "What colour is my car?"
+    assert memory.recall(query, scope="chat", budget_tokens=100_000).chains == []
+    trace = memory.trace(query, scope="chat")
+    best = [c.note.id for c in trace.candidates.values()][:3]
+    three = memory.recall(query, scope="chat", budget_tokens=100_000, min_entries=3)
+    assert [c.entry.note_id for c in three.chains if c.entry] == best
+    # beyond the searches' usual depth (per_retriever, 20): they look deeper
+    assert len(memory.recall(query, scope="chat", budget_tokens=100_000, min_entries=25).chains) == 25
+    # notes that qualify come in whatever k is
+    concert = memory.recall("which friend came to the jazz concert?", scope="chat", budget_tokens=100_000)
+    assert len(memory.recall("which friend came to the jazz concert?", scope="chat", budget_tokens=100_000,
+                             min_entries=1).chains) == len(concert.chains) > 1  # fmt: skip
+    for wrong in (-1, retrieval.MAX_ENTRIES + 1):
+        with pytest.raises(InvalidArgument) as refused:
+            memory.recall(query, scope="chat", min_entries=wrong)
+        assert refused.value.field == "min_entries"

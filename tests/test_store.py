@@ -258,6 +258,30 @@ def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
     assert refused.value.field == "text" and memory.stats()["notes"] == 6
 
 
+def test_import_stores_a_text_already_current_once_and_answers_with_the_note_that_holds_it(memory: Memory) -> None:
+    """As `remember` would: a draft whose text a current note of the scope has (or an earlier draft of the
+    same call) is not stored again; its place in the answer is that note, and `skipped` says which."""
+    kept = memory.remember(Draft(text="The staging cluster runs in eu-west-1"), scope="ops").note
+    gone = memory.remember(Draft(text="The build runs on Jenkins"), scope="ops").note
+    memory.revoke(gone.id, reason="moved to CI")
+    memory.remember(Draft(text="Deploys need two approvals"), scope="other")
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    texts = [
+        "The staging cluster runs in eu-west-1",  # current in the scope: not stored again
+        "The build runs on Jenkins",  # revoked: stored anew, as remember would
+        "Deploys need two approvals",  # current in another scope only
+        "The user moved to team 4",
+        "The user moved to team 4",  # repeats the draft before it
+    ]
+    stored = memory.import_notes([Draft(text=t, at=at + timedelta(days=i)) for i, t in enumerate(texts)], scope="ops")
+    assert [n.text for n in stored] == texts and len(stored) == 5
+    assert stored[0].id == kept.id and stored[0].recorded_at == kept.recorded_at
+    assert stored[1].id != gone.id and stored[4].id == stored[3].id
+    assert stored.skipped == [0, 4] and stored.written == 3
+    assert memory.stats()["notes"] == 3 + 3
+    assert len(memory.list_notes(scope="ops").notes) == 2 + 3
+
+
 class _WaitingEmbedder:
     """The real model, whose embedding of a note waits (10 s at most) for a read to begin: it says
     whether the write read while its note was being embedded."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -13,10 +14,11 @@ import jsonschema
 import pytest
 from corrigenda.server.config import Settings
 from corrigenda.server.grants import digest
-from corrigenda.store import Memory
+from corrigenda.store import Draft, Memory
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import Icon
 
 from .conftest import call, call_error
 from .test_http_security import serving
@@ -24,13 +26,17 @@ from .test_processes import _free_port
 
 pytestmark = pytest.mark.anyio
 
-TOOLS_LIST_LIMIT = 25_000  # bytes; the full schemas made it 72 KB
+TOOLS_LIST_LIMIT = 25_000  # bytes, icons aside; the full schemas made it 72 KB
+ICON_LIMIT = 350  # bytes a tool's icon adds to tools/list (a client shows it; no model reads it)
 
 
 async def test_tools_list_is_small_and_every_result_matches_its_outline(client: Client) -> None:
     tools = (await client.list_tools()).tools
-    size = len(json.dumps({"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]}))
+    listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+    icons = [len(json.dumps({"icons": t.pop("icons")})) for t in listed]
+    size = len(json.dumps({"tools": listed}))
     assert size < TOOLS_LIST_LIMIT, size
+    assert max(icons) < ICON_LIMIT, icons
     schemas = {t.name: t.output_schema for t in tools}
     old = await call(client, "remember", text="The nightly backup runs at 02:00", scope="ops")
     results = {
@@ -95,6 +101,7 @@ async def test_a_clients_log_level_leaves_the_servers_own_logs_and_the_audit_log
     grants.write_text(f'[[credentials]]\nname = "reader"\ntoken_sha256 = "{digest(READER)}"\nread = ["team-*"]\n')
     caplog.set_level(logging.INFO)  # as `serve --log-level INFO`: the root at INFO, corrigenda's loggers unset
     settings = Settings(db=db, transport="http", port=_free_port(), grants=str(grants))
+    memory.remember(Draft(text="The team deploys on Tuesdays"), scope="team-ops")  # a store to read
     try:
         with serving(settings, memory) as url:
             async with (
@@ -124,4 +131,50 @@ async def test_each_tool_call_is_logged_with_how_it_ended_and_its_time(
         "remember answered in N ms",
         "history answered with an error in N ms",
         "remember refused its arguments in N ms",
+    ]
+
+
+async def test_the_server_its_tools_resources_and_prompts_carry_an_icon_a_client_can_show(client: Client) -> None:
+    """The spec's `icons`: on the server's implementation info, each tool, resource, resource template and
+    prompt; a `data:` URI, so that a client shows it with no network."""
+    info = client.server_info
+    assert info is not None and info.icons and info.title == "corrigenda" and info.description
+    icons: list[list[Icon] | None] = [info.icons]
+    icons += [t.icons for t in (await client.list_tools()).tools]
+    icons += [r.icons for r in (await client.list_resources()).resources]
+    icons += [t.icons for t in (await client.list_resource_templates()).resource_templates]
+    icons += [p.icons for p in (await client.list_prompts()).prompts]
+    assert all(icons), icons
+    for icon in {i.src: i for listed in icons for i in listed or []}.values():
+        assert icon.src.startswith("data:image/svg+xml;base64,")
+        svg = base64.b64decode(icon.src.split(",", 1)[1]).decode()
+        assert svg.startswith("<svg") and "<script" not in svg and icon.sizes == ["any"]
+
+
+async def test_listed_resources_have_titles_and_the_apps_page_its_size(client: Client) -> None:
+    resources = (await client.list_resources()).resources
+    templates = (await client.list_resource_templates()).resource_templates
+    assert all(r.title for r in [*resources, *templates])
+    for resource in resources:
+        (content,) = (await client.read_resource(resource.uri)).contents
+        assert resource.size == len(content.text.encode()), resource.uri  # type: ignore[union-attr]
+
+
+async def test_recall_and_history_link_the_notes_and_chains_they_show(client: Client) -> None:
+    """A `resource_link` per chain and per current note, which a client opens with `resources/read`."""
+    old = (await call(client, "remember", text="The nightly backup runs at 02:00", scope="ops"))["note"]
+    new = await call(client, "correct", note_id=old["id"], text="The nightly backup runs at 03:00", reason="moved")
+    result = await client.call_tool("recall_chains", {"query": "when does the backup run?", "scope": "ops"})
+    links = [c for c in result.content if c.type == "resource_link"]
+    head = new["note"]["id"]
+    assert [link.uri for link in links] == [f"corrigenda://chains/{head}", f"corrigenda://notes/{head}"]
+    assert all(link.title and link.mime_type == "text/plain" for link in links)
+    assert "03:00" in links[1].title  # type: ignore[operator]
+    for link in links:
+        (content,) = (await client.read_resource(link.uri)).contents
+        assert head in content.text  # type: ignore[union-attr]
+    shown = await client.call_tool("history", {"note_id": old["id"]})
+    assert [c.uri for c in shown.content if c.type == "resource_link"] == [
+        f"corrigenda://chains/{old['id']}",
+        f"corrigenda://notes/{head}",
     ]

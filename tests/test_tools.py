@@ -458,3 +458,15 @@ async def test_a_distinct_link_settles_a_possibly_outdated_mark_and_keeps_both_c
 async def test_instructions_mention_likely_updates_and_possibly_outdated_chains(client: Client) -> None:
     instructions = client.instructions
     assert instructions is not None and "likely_updates" in instructions and "POSSIBLY" in instructions
+
+
+async def test_recall_chains_takes_a_depth_for_a_history_the_question_shares_little_with(client: Client) -> None:
+    for i, topic in enumerate(["gardening tomatoes", "a trip to Lisbon", "the new bicycle", "baking sourdough"]):
+        await call(client, "remember", text=f"On day {i} we talked about {topic}", scope="chat")
+    assert (await call(client, "recall_chains", query="What colour is my car?", scope="chat"))["chains"] == []
+    deeper = await call(client, "recall_chains", query="What colour is my car?", scope="chat", min_entries=2)
+    assert len(deeper["chains"]) == 2
+    tool = next(t for t in (await client.list_tools()).tools if t.name == "recall_chains")
+    schema = tool.input_schema["properties"]["min_entries"]
+    assert schema["minimum"] == 0 and schema["maximum"] > 20 and "min_entries" in (tool.description or "")
+    assert "min_entries" in await call_error(client, "recall_chains", query="car", min_entries=-1)

@@ -21,7 +21,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from . import project, roots
-from .config import Settings
+from .config import Settings, missing_store
 from .errors import readable_scopes_only, tool_errors
 from .grants import Grant, Grants, NotGranted, admit
 
@@ -39,6 +39,7 @@ class AppContext:
     settings: Settings
     grants: Grants | None = None
     session_scopes: WeakKeyDictionary[Any, tuple[str, str]] = field(default_factory=WeakKeyDictionary)
+    working_directory: str | None = None  # where the process started: the last folder a scope comes from
 
 
 def app_of(ctx: Context) -> AppContext:
@@ -87,10 +88,14 @@ async def scope_for(ctx: Context, given: str | None) -> str:
         return app.settings.scope
     session = ctx.request_context.session
     if session not in app.session_scopes:
-        root = await roots.first_root(session) if app.settings.project is None else None
+        root = await roots.first_root(session)
+
+        def stored() -> list[str]:  # a store not made yet holds no scope: reading it would make it
+            return [] if missing_store(app.settings) else [c.scope for c in app.memory.scopes()]
+
         with tool_errors("the session's scope"):
             app.session_scopes[session] = await anyio.to_thread.run_sync(
-                project.resolve, app.settings.project, root, lambda: [c.scope for c in app.memory.scopes()]
+                project.resolve, app.settings.project, root, stored, app.working_directory
             )
         log.info("session scope %r, from %s", *app.session_scopes[session])
     return app.session_scopes[session][0]
@@ -127,6 +132,15 @@ def actor_of(ctx: Context) -> str | None:
     it ('ada via claude-code'), else the client's name."""
     grant = grant_of(ctx)
     return client_name(ctx) if grant is None else credential_actor(grant.name, client_name(ctx))
+
+
+def answerer_of(ctx: Context) -> str:
+    """The actor recorded for the person's answer to a question this call asked (an elicitation): the
+    caller, as for what the call writes. A credential's answer is the credential's ('ada via
+    claude-code'): the configured person ('person:NAME') runs the server, and is the answerer only for
+    the local user, who holds no credential."""
+    grant = grant_of(ctx)
+    return app_of(ctx).settings.person_actor if grant is None else credential_actor(grant.name, client_name(ctx))
 
 
 Refuse = Callable[[str], Exception]  # what a refusal is raised as: ToolError, ResourceError, errors.prompt_error

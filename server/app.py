@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import anyio.to_thread
 from corrigenda.store import CorrigendaError, Memory
@@ -17,17 +17,18 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
 from mcp_types import CallToolResult, EmptyResult, InputRequiredResult, SetLevelRequestParams
+from mcp_types import Resource as MCPResource
 from mcp_types import Tool as MCPTool
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from . import http, mcp_app, render, schemas
-from .access import AppContext, forget_session_scope, granted_scope, on_store, permit, permit_ids
-from .config import Settings, build_memory, package_version
+from .access import AppContext, app_of, forget_session_scope, granted_scope, on_store, permit, permit_ids
+from .config import DB_DEFAULT, Settings, build_memory, db_origin, missing_store, package_version
 from .errors import invalid_arguments, prompt_error
 from .grants import Grants
 from .grants import load as load_grants
 from .sdk import lowlevel
-from .tools import TOOLS
+from .tools import CHAIN_URI, NOTE_URI, TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,9 @@ Recall protocol:
 Scopes: every note lives in a scope (a user, project or agent). A call that names no scope uses
 this session's default scope: {scope_line} `scopes` lists every scope with its counts.
 """
+
+# What a client shows beside the server's name (the spec's `Implementation.description`).
+DESCRIPTION = "Long-term memory for agents in which corrections are first-class: recall delivers each fact's current value with what it replaced, and why."
 
 CONFIGURED_SCOPE = "'{scope}', set in the server's configuration."
 SCOPE_OF_PROJECT = (
@@ -113,6 +117,12 @@ class CorrigendaServer(MCPServer[AppContext]):
             for tool in await super().list_tools()
         ]
 
+    async def list_resources(self) -> list[MCPResource]:
+        """The SDK's list, with the size of each resource whose size is known (a client shows it, and can
+        tell what reading it adds to a context)."""
+        sizes = mcp_app.sizes()
+        return [r.model_copy(update={"size": sizes.get(r.uri, r.size)}) for r in await super().list_resources()]
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[AppContext, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
@@ -121,6 +131,8 @@ class CorrigendaServer(MCPServer[AppContext]):
         started = time.perf_counter()
         outcome = "failed"
         try:
+            if context is not None and name in TOOLS and TOOLS[name].annotations.read_only_hint:
+                refuse_a_read_of_no_store(context.request_context.lifespan_context.settings)
             result = await super().call_tool(name, arguments, context)
             outcome = "answered"
             return result
@@ -136,6 +148,18 @@ class CorrigendaServer(MCPServer[AppContext]):
             log.info("%s %s in %.0f ms", name, outcome, (time.perf_counter() - started) * 1000)
 
 
+def refuse_a_read_of_no_store(settings: Settings, refuse: Callable[[str], Exception] = ToolError) -> None:
+    """A read of a store that is not there at a path someone named (--db, CORRIGENDA_DB) says so rather
+    than make it (config.missing_store): a mistyped path must not answer as an empty memory. At the
+    default path it is a new user's first call, which answers empty like any new project's scope."""
+    missing = missing_store(settings)
+    if missing is not None and db_origin(settings) != DB_DEFAULT:
+        raise refuse(
+            f"{missing}, as the server was started: nothing was ever remembered in it (a mistyped path?). "
+            "`remember` makes it; no read does"
+        )
+
+
 class SessionHooks:
     """Server middleware (the SDK's public hook on every inbound message) for two notifications: when
     the handshake is done, the model loads in the background, so that `initialize` never waits for it
@@ -147,7 +171,8 @@ class SessionHooks:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         result = await call_next(ctx)
         if ctx.method == "notifications/initialized":
-            ctx.lifespan_context.memory.warm(then=gc.freeze)
+            if missing_store(ctx.lifespan_context.settings) is None:  # warming opens the store: a read
+                ctx.lifespan_context.memory.warm(then=gc.freeze)
         elif ctx.method == "notifications/roots/list_changed":
             forget_session_scope(ctx.lifespan_context, ctx.session)
         return result
@@ -157,6 +182,7 @@ class SessionHooks:
 
 
 async def read(ctx: Context, work: Callable[[Memory], str]) -> str:
+    refuse_a_read_of_no_store(app_of(ctx).settings, ResourceError)
     try:
         return await on_store(ctx, work)
     except CorrigendaError as exc:
@@ -178,23 +204,41 @@ async def recent_resource(scope: str, ctx: Context) -> str:
     return await read(ctx, lambda m: render.note_list(m.list_notes(scope=scope, limit=RECENT)))
 
 
-async def recall_before_answering(question: str, ctx: Context, scope: str | None = None) -> str:
+PromptScope = Annotated[
+    str | None, Field(description="The scope to recall from or write to; omitted: the session's default scope.")
+]
+
+
+async def recall_before_answering(
+    question: Annotated[str, Field(description="The question to answer from memory, in the user's words.")],
+    ctx: Context,
+    scope: PromptScope = None,
+) -> str:
     """Answer a question from memory: recall the chains first, use current notes, say what changed."""
     where = await granted_scope(ctx, scope, "prompt recall_before_answering", refuse=prompt_error)
     return RECALL_PROMPT.format(question=question, scope=where)
 
 
-async def record_correction(wrong: str, right: str, reason: str, ctx: Context, scope: str | None = None) -> str:
+async def record_correction(
+    wrong: Annotated[str, Field(description="The statement stored in memory that is wrong, as it was said.")],
+    right: Annotated[str, Field(description="What is true instead: the corrected statement.")],
+    reason: Annotated[str, Field(description="Why it changed; kept with the correction as its reason.")],
+    ctx: Context,
+    scope: PromptScope = None,
+) -> str:
     """Record that something stored is wrong: find the note, correct it (or revoke it), keep the reason."""
     where = await granted_scope(ctx, scope, "prompt record_correction", write=True, refuse=prompt_error)
     return CORRECTION_PROMPT.format(wrong=wrong, right=right, reason=reason, scope=where)
 
 
 def build_server(
-    settings: Settings, memory_factory: Callable[[Settings], Memory] = build_memory
+    settings: Settings,
+    memory_factory: Callable[[Settings], Memory] = build_memory,
+    working_directory: str | None = None,
 ) -> MCPServer[AppContext]:
-    """The server with every tool, resource and prompt; the lifespan owns the store. GrantsError if the
-    grants file cannot be used."""
+    """The server with every tool, resource and prompt; the lifespan owns the store. `working_directory`:
+    where the process started, the folder whose project a session with no root nor --project uses
+    (project.py). GrantsError if the grants file cannot be used."""
     grants: Grants | None = None  # None: every caller is the local user (stdio, or HTTP without credentials)
     if settings.transport == "http" and http.authenticates(settings):
         token = settings.token.get_secret_value() if settings.token else None
@@ -204,7 +248,7 @@ def build_server(
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         memory = memory_factory(settings)
         try:
-            yield AppContext(memory=memory, settings=settings, grants=grants)
+            yield AppContext(memory=memory, settings=settings, grants=grants, working_directory=working_directory)
         finally:
             # On object storage a forget answers before its erasure is done, and a compaction holds the
             # upkeep lease every server's erasures wait for: finish both before stopping.
@@ -213,8 +257,10 @@ def build_server(
                     log.warning("stopping with upkeep under way; the next upkeep, on any server, finishes it")
 
     scope_line = SCOPE_OF_PROJECT if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
+    icons = mcp_app.icons()
     server = CorrigendaServer(
-        "corrigenda", instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=package_version(),
+        "corrigenda", title="corrigenda", description=DESCRIPTION, icons=icons,
+        instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=package_version(),
         lifespan=lifespan, log_level=settings.log_level, extensions=[mcp_app.extension()], middleware=[SessionHooks()],
         **http.auth(settings, grants),
     )  # fmt: skip
@@ -230,18 +276,17 @@ def build_server(
     for name, tool in TOOLS.items():
         server.add_tool(
             tool.fn, name=name, title=tool.title, description=tool.description, annotations=tool.annotations,
-            meta=tool.meta,
+            icons=icons, meta=tool.meta,
         )  # fmt: skip
 
     any_scope = ResourceSecurity(exempt_params={"scope"})  # a scope is a name, never a path on disk
-    server.resource("corrigenda://notes/{note_id}", name="note", title="A note and its history",
-                    mime_type="text/plain",
+    server.resource(NOTE_URI, name="note", title="A note and its history", mime_type="text/plain", icons=icons,
                     description="One note with its chain and every lifecycle event (who, when, why).")(note_resource)  # fmt: skip
-    server.resource("corrigenda://chains/{note_id}", name="chain", title="A note's chain", mime_type="text/plain",
+    server.resource(CHAIN_URI, name="chain", title="A note's chain", mime_type="text/plain", icons=icons,
                     description="The chain a note belongs to, as recall delivers it: NOW, NEEDS, HISTORY.")(chain_resource)  # fmt: skip
     server.resource("corrigenda://scopes/{scope}/recent", name="recent", title="A scope's recent notes",
-                    mime_type="text/plain", security=any_scope,
+                    mime_type="text/plain", security=any_scope, icons=icons,
                     description="The newest notes of a scope (percent-encode the scope), current and history.")(recent_resource)  # fmt: skip
-    server.prompt(name="recall_before_answering", title="Recall before answering")(recall_before_answering)
-    server.prompt(name="record_correction", title="Record a correction")(record_correction)
+    server.prompt(name="recall_before_answering", title="Recall before answering", icons=icons)(recall_before_answering)
+    server.prompt(name="record_correction", title="Record a correction", icons=icons)(record_correction)
     return server

@@ -18,7 +18,7 @@ from corrigenda.store.storage.location import Location
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
-from .config import Settings, package_version
+from .config import DB_DEFAULT, DB_FLAG, Settings, db_origin, default_db, missing_store, package_version
 
 if TYPE_CHECKING:
     from corrigenda.store import Memory
@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--project", help="project folder whose scope to use (env CORRIGENDA_PROJECT; default: the working directory)"
     )
-    common.add_argument("--json", action="store_true", help="print the structured result (JSON) instead of text")
+    printed = _Parser(add_help=False)  # a command that prints a result (not `serve`, `ui`, `install`)
+    printed.add_argument("--json", action="store_true", help="print the structured result (JSON) instead of text")
     note = _Parser(add_help=False)  # what a written note may carry besides its text
     note.add_argument("--kind", help="fact, decision, preference, procedure, observation, … (default fact)")
     note.add_argument("--subject", help="key of what the note is about, e.g. service.port")
@@ -87,60 +88,75 @@ def _parser() -> argparse.ArgumentParser:
         "CORRIGENDA_UI_PORT (default 8766)",
     )
 
-    recall = commands.add_parser("recall", parents=[common], help="print what recall_chains returns for a query")
+    recall = commands.add_parser(
+        "recall", parents=[common, printed], help="print what recall_chains returns for a query"
+    )
     recall.add_argument("query")
     recall.add_argument("--budget-tokens", type=int, default=2000, help="token budget of the answer (default 2000)")
     recall.add_argument("--as-of", help="replay what the store believed then: ISO 8601, a date, or e.g. 2d (ago)")
-    show = commands.add_parser("show", parents=[common], help="print a note with its chain and events (history)")
+    show = commands.add_parser(
+        "show", parents=[common, printed], help="print a note with its chain and events (history)"
+    )
     show.add_argument("note_id")
-    why = commands.add_parser("why", parents=[common], help="print why_excluded for a note")
+    why = commands.add_parser("why", parents=[common, printed], help="print why_excluded for a note")
     why.add_argument("note_id")
     why.add_argument("--query", help="replay this recall to see where the note fell out")
-    commands.add_parser("stats", parents=[common], help="print what the store holds")
+    commands.add_parser("stats", parents=[common, printed], help="print what the store holds")
     scoping = commands.add_parser(
-        "scopes", parents=[common], help="list the scopes, most recently changed first, with their counts"
+        "scopes", parents=[common, printed], help="list the scopes, most recently changed first, with their counts"
     )
     scoping.add_argument("--offset", type=int, default=0, help="scopes to skip (default 0)")
     scoping.add_argument("--limit", type=int, default=100, help="scopes to show (default 100)")
     scoping.add_argument("--contains", help="only scopes whose name contains this (any case)")
 
-    listing = commands.add_parser("list", parents=[common], help="list a scope's notes, newest first, by state")
+    listing = commands.add_parser(
+        "list", parents=[common, printed], help="list a scope's notes, newest first, by state"
+    )
     listing.add_argument("--state", choices=["current", "history", "all"], default="all", help="default all")
     listing.add_argument("--offset", type=int, default=0, help="notes to skip (default 0)")
     listing.add_argument("--limit", type=int, default=50, help="notes to show (default 50)")
     listing.add_argument("--as-of", help="replay what the store believed then: ISO 8601, a date, or e.g. 2d (ago)")
     changed = commands.add_parser(
-        "changes", parents=[common], help="what was corrected, revoked, reinstated or forgotten since a time"
+        "changes", parents=[common, printed], help="what was corrected, revoked, reinstated or forgotten since a time"
     )
     changed.add_argument("--since", required=True, help="ISO 8601, a date (2026-12-01), or ago: 30m, 12h, 2d, 1w")
     changed.add_argument("--limit", type=int, default=50, help="changes to show (default 50)")
 
-    remember = commands.add_parser("remember", parents=[common, note], help="store a note")
+    remember = commands.add_parser("remember", parents=[common, printed, note], help="store a note")
     remember.add_argument("text")
     correct = commands.add_parser(
-        "correct", parents=[common, note], help="replace a note with a corrected one (the old one becomes history)"
+        "correct",
+        parents=[common, printed, note],
+        help="replace a note with a corrected one (the old one becomes history)",
     )
     correct.add_argument("note_id")
     correct.add_argument("text")
     correct.add_argument("--reason", required=True, help="why: kept with the event and shown with the history")
-    revoke = commands.add_parser("revoke", parents=[common], help="mark a note as wrong, with no replacement")
+    correct.add_argument(
+        "--fork",
+        action="store_true",
+        help="correct a note that is no longer current, keeping a second current version beside the chain's",
+    )
+    revoke = commands.add_parser("revoke", parents=[common, printed], help="mark a note as wrong, with no replacement")
     revoke.add_argument("note_id")
     revoke.add_argument("--reason", required=True, help="why it is wrong")
     reinstate = commands.add_parser(
-        "reinstate", parents=[common], help="undo a revocation or correction (a note id or an event id)"
+        "reinstate", parents=[common, printed], help="undo a revocation or correction (a note id or an event id)"
     )
     reinstate.add_argument("target_id")
     reinstate.add_argument("--reason", required=True, help="why the revocation or correction was a mistake")
     link = commands.add_parser(
         "link",
-        parents=[common],
+        parents=[common, printed],
         help="record that a note depends on, refines or replaces another, or states another fact (distinct)",
     )
     link.add_argument("src_id")
     link.add_argument("kind", choices=["depends_on", "refines", "supersedes", "distinct"])
     link.add_argument("dst_id")
     link.add_argument("--reason", help="why (required for supersedes)")
-    forget = commands.add_parser("forget", parents=[common], help="delete a note for real (for privacy); asks first")
+    forget = commands.add_parser(
+        "forget", parents=[common, printed], help="delete a note for real (for privacy); asks first"
+    )
     forget.add_argument("note_id")
     forget.add_argument("--reason", required=True, help="why it is erased (kept; the text is not)")
     forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -154,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     load = commands.add_parser(
         "import",
-        parents=[common],
+        parents=[common, printed],
         help="import a corrigenda export (into the scopes it names), or a knowledge-graph memory.jsonl "
         "(into --scope, else this folder's project's)",
     )
@@ -166,10 +182,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     setup = commands.add_parser(
         "install",
-        help="write corrigenda's entry into an MCP client's configuration (keeps the rest, and a .bak)",
-        description="VS Code and Cursor get --project ${workspaceFolder} (each folder its own memory); Claude "
-        "Code starts the server in the project; Claude Desktop has no workspace (scope 'default' unless "
-        "--project or --scope is given). --db, --scope and --model are passed on as CORRIGENDA_* variables.",
+        help="write corrigenda's entry into an MCP client's configuration (keeps the rest, and a backup)",
+        description="VS Code's folders (its MCP roots) choose the project, a window without one is scope "
+        "'default'; Cursor gets --project ${workspaceFolder}; Claude Code starts the server in the project; "
+        "Claude Desktop has no workspace (scope 'default' unless --project or --scope is given). --db, --scope "
+        "and --model are passed on as CORRIGENDA_* variables. An entry already there is updated, keeping its "
+        "env and other keys; comments, the file's mode and a symlink are kept; each run leaves a backup.",
     )
     setup.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
     setup.add_argument("--print", dest="print_only", action="store_true", help="print the entry; write nothing")
@@ -221,31 +239,83 @@ def _show(model: BaseModel | dict[str, Any], text: str, as_json: bool) -> None:
     if as_json:
         data = model.model_dump(mode="json") if isinstance(model, BaseModel) else model
         text = json.dumps(data, ensure_ascii=False, indent=2)
+    else:
+        text = in_cli_words(text)
     sys.stdout.write(text + "\n")
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(f"corrigenda: {message}\n")
+    sys.stderr.write(f"corrigenda: {in_cli_words(message)}\n")
     return 2
 
 
+# The store's and the renderers' words are an agent's: a tool result names tool calls (`link(src_id=…)`,
+# `fork=true`), and keeps them. A person at the command line reads the command to type instead.
+_LINK_CALL = re.compile(
+    r'(?P<verb>call:? )?link\(src_id="?(?P<src>[^",)]+)"?, dst_id="?(?P<dst>[^",)]+)"?, '
+    r'kind="?(?P<kind>[a-z_]+(?: or [a-z_]+)*)"?(?:, reason=(?P<reason>"(?:[^"\\]|\\.)*"|…))?\)'
+)
+_TOOL_WORDS = (
+    (re.compile(r"\bpass fork=true\b"), "pass --fork"),
+    (re.compile(r"\bnot an id this server issued\b"), "not a corrigenda id"),
+    (re.compile(r"\bnot a note id this server issued\b"), "not a corrigenda note id"),
+    (re.compile(r"\breinstate (n_\w+) first\b"), r"run `corrigenda reinstate \1 --reason …` first"),
+    (
+        re.compile(r"`scopes` lists them; its `contains` finds one by name"),
+        "`corrigenda scopes` lists them; `corrigenda scopes --contains PART` finds one by name",
+    ),
+    (re.compile(r'link them with kind="distinct"'), "link them with `corrigenda link NEW_ID distinct OLD_ID`"),
+    (re.compile(r"\bMore: offset=(\d+)"), r"More: --offset \1"),
+    (re.compile(r"find one by name with contains\b"), "find one by name with --contains"),
+    (re.compile(r"raise `limit` or move `since` forward"), "raise --limit or move --since forward"),
+    (re.compile(r"(?<![\d.,])1 (note|event|chain|scope)s\b"), r"1 \1"),
+)
+
+
+def _link_command(call: re.Match[str]) -> str:
+    dst = "OLD_ID" if call["dst"] in ("…", "<old id>") else call["dst"]
+    kind = call["kind"] if " or " not in call["kind"] else "{" + call["kind"].replace(" or ", ",") + "}"
+    reason = {None: "", "…": ' --reason "…"'}.get(call["reason"], f" --reason {call['reason']}")
+    command = f"corrigenda link {call['src']} {kind} {dst}{reason}"
+    return {"call: ": f"run: {command}", "call ": f"run `{command}`"}.get(call["verb"] or "", f"`{command}`")
+
+
+def in_cli_words(text: str) -> str:
+    """`text` with each tool call it names as the corrigenda command that does the same, and "1 notes"
+    as one note: for what a command prints (its --json output is the structured result, left as is)."""
+    text = _LINK_CALL.sub(_link_command, text)
+    for pattern, words in _TOOL_WORDS:
+        text = pattern.sub(words, text)
+    return text
+
+
 def _export(memory: Memory, scope: str | None, out: str | None, vectors: bool) -> None:
-    """Every scope unless --scope names one (not the CORRIGENDA_SCOPE default: an export is a backup)."""
+    """Every scope unless --scope names one (not the CORRIGENDA_SCOPE default: an export is a backup). To
+    a file, it says on stderr what it wrote where; to stdout, the lines alone."""
     lines = memory.export(scope, vectors)
     if out is None:
         for line in lines:
             sys.stdout.write(line + "\n")
         return
+    first = last = ""
     partial = out + ".partial"  # a file cut short never passes for an export
     try:
         with open(partial, "w", encoding="utf-8") as file:
             for line in lines:
+                first = first or line
+                last = line
                 file.write(line + "\n")
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(partial)
         raise
     os.replace(partial, out)
+    header, trailer = json.loads(first), json.loads(last)  # the export's first and last lines: what it holds
+    scopes = ", ".join(header["scopes"]) or "none"
+    sys.stderr.write(
+        in_cli_words(f"corrigenda: wrote {trailer['notes']} notes and {trailer['events']} events (scopes: {scopes}) "
+                     f"to {os.path.abspath(out)}\n")
+    )  # fmt: skip
 
 
 def _progress(done: int, total: int) -> None:
@@ -267,7 +337,7 @@ def _resolve_scope(settings: Settings, memory: Memory) -> str:
 
     if settings.scope is not None:
         return settings.scope
-    return resolve(settings.project, None, lambda: [c.scope for c in memory.scopes()], working_directory=True)[0]
+    return resolve(settings.project, None, lambda: [c.scope for c in memory.scopes()], os.getcwd())[0]
 
 
 def _confirm(question: str) -> bool:
@@ -280,6 +350,38 @@ def _confirm(question: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C: a person stopped it; nothing went wrong
+        sys.stderr.write("corrigenda: stopped\n")
+        return 130
+    except BrokenPipeError:  # `corrigenda export | head`: the reader had enough
+        _quiet_stdout()
+        return 141  # as a command killed by SIGPIPE
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush of a closed pipe says nothing."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _no_store(command: str, settings: Settings, missing: str) -> str:
+    """A read of a store that is not there: where it looked, whence that path, and what to type."""
+    origin = db_origin(settings)
+    if origin == DB_DEFAULT:
+        return (
+            f'{command}: {missing} yet: nothing has been remembered. `corrigenda remember "…"` makes it, as does '
+            "an agent's first write through `corrigenda serve`; a store elsewhere: --db DIR (or CORRIGENDA_DB)"
+        )
+    unset = "leave out --db" if origin == DB_FLAG else "unset CORRIGENDA_DB"
+    return (
+        f"{command}: {missing}: mistyped? Give the folder of your store, or {unset} for the default, "
+        f'{default_db()}; `corrigenda remember "…" {"--db " if origin == DB_FLAG else ""}…` makes a new one'
+    )
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = _settings(args)
@@ -298,15 +400,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = _store_path(settings)
     if path is not None and os.path.exists(path) and not os.path.isdir(path):
         return _fail(f"--db: {path} is a file, not a store directory (CORRIGENDA_DB names the folder of a store)")
-    if args.command in READS and path is not None and not os.path.isdir(path):
-        return _fail(
-            f"--db: there is no store at {path} (mistyped --db or CORRIGENDA_DB?); `corrigenda serve` and the "
-            "write commands make one"
-        )
-    new_store = path is not None and not os.path.isdir(path) and args.command in WRITES | {"serve"}
+    missing = missing_store(settings)
+    if missing is not None and args.command in READS | {"ui"}:
+        return _fail(_no_store(args.command, settings, missing))
+    new_store = missing is not None and args.command in WRITES | {"serve"}
 
     if args.command == "serve":
-        return _serve(args, settings, new_store)
+        return _serve(args, settings, missing)
     if args.command == "install":
         return _install(args)
 
@@ -357,8 +457,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "export":
             _export(memory, args.scope, args.out, args.vectors)
         elif args.command == "import":
-            with open(args.file, encoding="utf-8", newline="") as file:
-                lines = file.read().split("\n")  # checked in full before anything is written
+            try:
+                with open(args.file, encoding="utf-8", newline="") as file:
+                    lines = file.read().split("\n")  # checked in full before anything is written
+            except OSError as exc:
+                return _fail(
+                    f"import: cannot read {args.file} ({exc.strerror}): give the path of a file that "
+                    "`corrigenda export --out FILE` wrote, or of a knowledge-graph memory.jsonl"
+                )
             if args.scope is not None and '"corrigenda-export"' in next((line for line in lines if line.strip()), ""):
                 raise ValueError(
                     "--scope: a corrigenda export goes back into the scopes it names; --scope is for a "
@@ -373,7 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail("forget: not confirmed, nothing erased (pass --yes to skip the question)")
     except (CorrigendaError, ValueError) as exc:
         return _fail(f"{args.command}: {exc}")
-    except Exception as exc:  # a person reads this: one line, the traceback only with --log-level DEBUG
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as exc:  # a person reads this: one line, the traceback only with CORRIGENDA_LOG_LEVEL=DEBUG
         logging.getLogger(__name__).debug("%s failed", args.command, exc_info=True)
         return _fail(f"{args.command} failed: {type(exc).__name__}: {exc}")
     finally:
@@ -399,7 +507,7 @@ def _write(args: argparse.Namespace, memory: Memory, scope: str, now: datetime, 
             r = memory.remember(draft, scope=scope, actor=actor)
             _show(r, render.remembered(r), args.json)
         else:
-            c = memory.correct(args.note_id, draft, reason=args.reason, actor=actor)
+            c = memory.correct(args.note_id, draft, reason=args.reason, actor=actor, fork=args.fork)
             _show(c, render.corrected(c), args.json)
     elif args.command == "revoke":
         r = memory.revoke(args.note_id, reason=args.reason, actor=actor)
@@ -433,15 +541,20 @@ def _install(args: argparse.Namespace) -> int:
         if args.print_only:
             sys.stdout.write(made.snippet() + "\n")
             return 0
-        backup = install.write(made)
+        done = install.write(made)
     except install.InstallError as exc:
         return _fail(f"install: {exc}")
-    kept = f"; the file as it was is {backup}" if backup else ""
-    sys.stderr.write(f"corrigenda: wrote the {install.NAME!r} entry into {made.file}{kept}. Restart the client.\n")
+    if done.changed:
+        was = f"; the file as it was is {done.backup}" if done.backup else ""
+        said = f"corrigenda: wrote the {install.NAME!r} entry into {done.file}{was}. Restart the client.\n"
+    else:
+        said = f"corrigenda: {done.file} already has this {install.NAME!r} entry; nothing written.\n"
+    lines = [said, *(f"  {change}\n" for change in done.changed if change != "added the entry")]
+    sys.stderr.write("".join(lines + [f"  kept {kept}\n" for kept in done.kept]))
     return 0
 
 
-def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int:
+def _serve(args: argparse.Namespace, settings: Settings, missing: str | None) -> int:
     import anyio
     from corrigenda.store import CorrigendaError
     from corrigenda.store.tables import Tables
@@ -456,54 +569,63 @@ def _serve(args: argparse.Namespace, settings: Settings, new_store: bool) -> int
     if settings.transport == "http" and args.ui_port is not None:
         return _fail("--ui-port: with --transport http the web view is served under /ui on --port, beside the MCP "
                      "endpoint; --ui-port is for the web view of a stdio server")  # fmt: skip
-    notices = [f"no store at {settings.db} yet; the first write makes it"] if new_store else []
+    notices = [f"{missing} yet; an agent's first write makes it (until then a read says there is none)"]
+    notices = notices if missing else []
     # One Memory for the process: the MCP server's lifespan takes this one, and the web view reads it.
     memory = build_memory(settings)
     try:
-        server = build_server(settings, lambda _: memory)
+        server = build_server(settings, lambda _: memory, os.getcwd())
     except GrantsError as exc:
         return _fail(str(exc))
-    if settings.transport == "http" and settings.grants is not None:
+    if settings.transport == "http" and settings.grants is not None and not missing:
         unmatched = grants.load(settings.grants, oauth=settings.oauth_issuer is not None).unmatched(
             c.scope for c in memory.scopes()
         )
         if unmatched:
             notices.append(f"grants: no scope matches {'; '.join(unmatched)} (yet)")
-    if settings.transport == "http":
-        try:
-            if Location(settings.db).is_remote:  # a bucket that cannot be opened stops an HTTP server before it listens
-                Tables(settings.db, settings.storage_options).count()
-            routes = []
-            if settings.ui:
-                from .ui import PREFIX, announcement, mounted_ui
-
-                routes.append(mounted_ui(memory, _resolve_scope(settings, memory), settings))
-                notices.append(announcement(f"http://{netloc(settings.host, settings.port)}{PREFIX}/", settings))
-            serve_http(server, settings, notices, routes)
-        except (RefusedToListen, CorrigendaError) as exc:
-            return _fail(str(exc))
-    else:
-        if settings.ui:
-            from .ui import serve_ui_beside
-
+    try:
+        if settings.transport == "http":
             try:
-                refuse_exposure_without_token(settings, netloc(settings.host, settings.ui_port), "the web view")
-            except RefusedToListen as exc:
+                if Location(settings.db).is_remote:  # a bucket that cannot be opened stops it before it listens
+                    Tables(settings.db, settings.storage_options).count()
+                routes = []
+                if settings.ui:
+                    from .ui import PREFIX, announcement, mounted_ui
+
+                    routes.append(mounted_ui(memory, _resolve_scope(settings, memory), settings))
+                    notices.append(announcement(f"http://{netloc(settings.host, settings.port)}{PREFIX}/", settings))
+                serve_http(server, settings, notices, routes)
+            except (RefusedToListen, CorrigendaError) as exc:
                 return _fail(str(exc))
-            serve_ui_beside(memory, lambda: _resolve_scope(settings, memory), settings)
-        for notice in notices:
-            sys.stderr.write(f"corrigenda: {notice}\n")
-        if sys.stdin.isatty():  # a person ran it in a terminal: say why it looks idle
-            sys.stderr.write(
-                "corrigenda: an MCP server on stdio, waiting for a client's messages on stdin (an MCP client "
-                "launches it; `corrigenda install CLIENT` sets one up). Ctrl-C stops it.\n"
-            )
-        anyio.run(serve_stdio, server)
-    # Every write is on disk by now. Leave without interpreter teardown, which can abort
-    # ("exception not rethrown") while the background thread is still inside torch's import.
+        else:
+            if settings.ui:
+                from .ui import serve_ui_beside
+
+                try:
+                    refuse_exposure_without_token(settings, netloc(settings.host, settings.ui_port), "the web view")
+                except RefusedToListen as exc:
+                    return _fail(str(exc))
+                serve_ui_beside(memory, lambda: _resolve_scope(settings, memory), settings)
+            for notice in notices:
+                sys.stderr.write(f"corrigenda: {notice}\n")
+            if sys.stdin.isatty():  # a person ran it in a terminal: say why it looks idle
+                sys.stderr.write(
+                    "corrigenda: an MCP server on stdio, waiting for a client's messages on stdin (an MCP client "
+                    "launches it; `corrigenda install CLIENT` sets one up). Ctrl-C stops it.\n"
+                )
+            anyio.run(serve_stdio, server)
+    except KeyboardInterrupt:  # Ctrl-C (uvicorn raises it again once it has shut down): the lifespan is done
+        sys.stderr.write("corrigenda: stopped\n")
+        _leave(130)
+    _leave(0)
+
+
+def _leave(status: int) -> NoReturn:
+    """Every write is on disk by now. Leave without interpreter teardown, which can abort ("exception not
+    rethrown") while the background thread is still inside torch's import."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 from corrigenda.store.errors import InvalidArgument
 from corrigenda.store.model import MAX_ACTOR, PERSON
+from corrigenda.store.storage.location import Location
 from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN, check_scope
 from platformdirs import user_data_dir
 from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
@@ -170,6 +172,19 @@ class Settings(BaseSettings):
         """The actor of a person's own writes: their name, marked as a person's (never an agent's)."""
         return PERSON + self.person
 
+    @field_validator("db")
+    @classmethod
+    def _some_place(cls, db: str) -> str:
+        # An empty CORRIGENDA_DB is unset (env_ignore_empty): an MCPB bundle's blank field means the default.
+        if not db.strip():
+            raise PydanticCustomError(
+                "db_empty",
+                "--db (or CORRIGENDA_DB) is empty: give a store directory or s3://, gs:// or az:// bucket path, "
+                "or leave it out for the per-user data directory, {default}",
+                {"default": default_db()},
+            )
+        return db
+
     @field_validator("token")
     @classmethod
     def _long_enough(cls, token: SecretStr | None) -> SecretStr | None:
@@ -251,6 +266,28 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()] or None
         return value
+
+
+DB_FLAG, DB_VARIABLE, DB_DEFAULT = "--db", "CORRIGENDA_DB", "the default"
+
+
+def db_origin(settings: Settings) -> str:
+    """Where the store's path came from: DB_VARIABLE, DB_DEFAULT, else DB_FLAG (a flag wins over the
+    variable, which wins over the default)."""
+    if os.environ.get(DB_VARIABLE) == settings.db:
+        return DB_VARIABLE
+    return DB_DEFAULT if settings.db == default_db() else DB_FLAG
+
+
+def missing_store(settings: Settings) -> str | None:
+    """None if the store's directory is there (or the store is a bucket, which says what is wrong
+    itself); else the sentence that says there is none, where, and whence that path. A read never makes
+    a store: a mistyped path would otherwise answer as an empty memory."""
+    if not Location(settings.db).is_local or os.path.isdir(settings.db):
+        return None
+    origin = db_origin(settings)
+    whence = "the default: the per-user data directory" if origin == DB_DEFAULT else f"from {origin}"
+    return f"there is no store at {os.path.abspath(settings.db)} ({whence})"
 
 
 def build_memory(settings: Settings) -> Memory:

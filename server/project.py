@@ -3,17 +3,19 @@
 A project is a folder: the top of the version-control work tree it is in (git, Mercurial or Jujutsu:
 the folder holding `.git`, `.hg` or `.jj`), or the folder itself when it is in none. Its scope is the
 folder's name and a short hash of its full path, "api#3f2a9c": two folders named "api" in different
-places keep different memories, and a person still reads which project a scope is.
+places keep different memories, and a person still reads which project a scope is. The filesystem's
+root, the home folder and the temporary folder are no project (`NOT_PROJECTS`): clients start servers
+there (Claude Desktop in "/", others in the home folder), and a shell opens there; they use "default".
+A folder gets the same scope whichever way it is given, so one folder is one scope from every entry point.
 
-Which folder a session or command uses, first that applies:
-1. `--scope` / CORRIGENDA_SCOPE: a scope by name, no folder at all;
+Which folder a session or command uses, first that applies (after a scope the call names, and
+`--scope` / CORRIGENDA_SCOPE, a scope by name that needs no folder):
+1. the client's first workspace root (MCP roots: clients of protocol versions before 2026-07-28);
 2. `--project DIR` / CORRIGENDA_PROJECT (what the client snippets pass: VS Code's and Cursor's
    `${workspaceFolder}`);
-3. the client's first workspace root (MCP roots: clients of protocol versions before 2026-07-28);
-4. CLAUDE_PROJECT_DIR, which Claude Code sets for the servers it starts;
-5. for the command line, the working directory, when it is inside a work tree (a person runs it
-   inside the project; a server's working directory is wherever its client started it);
-6. else the scope "default".
+3. CLAUDE_PROJECT_DIR, which Claude Code sets for the servers it starts;
+4. the working directory of the process (`serve`, `ui` and every command: where it was started);
+5. else the scope "default".
 
 Stores written before projects resolved to their work tree's top have scopes named after the root a
 client sent, which may have been a folder inside the project: a project whose own scope holds nothing
@@ -22,8 +24,10 @@ yet keeps using that older scope while it holds notes (`ProjectScope.pick`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +38,7 @@ from corrigenda.store.where import SCOPE_MAX
 DEFAULT_SCOPE = "default"
 HASH_CHARS = 6
 WORK_TREE_MARKERS = (".git", ".hg", ".jj")
+NOT_PROJECTS = "the filesystem's root, the home folder or the temporary folder"
 CLAUDE_PROJECT_DIR = "CLAUDE_PROJECT_DIR"  # the project Claude Code (2.1.141 on) gives the servers it starts
 
 
@@ -60,6 +65,15 @@ def scope_from_root(uri: str) -> str:
         name = path.rsplit("/", 1)[-1] or parts.netloc
         return f"{name[: SCOPE_MAX - HASH_CHARS - 1]}#{digest}"
     return scope_of_path(path)
+
+
+def not_a_project(folder: Path) -> bool:
+    """Whether `folder` (resolved, in no work tree) is one of the places that hold no project: the
+    filesystem's root (or a drive's), the home folder, the temporary folder (NOT_PROJECTS)."""
+    shared = [Path(tempfile.gettempdir())]
+    with contextlib.suppress(RuntimeError, KeyError):  # no home folder known (a bare container)
+        shared.append(Path.home())
+    return folder == Path(folder.anchor) or any(folder == place.resolve() for place in shared)
 
 
 def work_tree_top(folder: Path) -> Path | None:
@@ -101,36 +115,33 @@ def project_scope(given: str) -> ProjectScope:
     if not folder.is_dir():
         return ProjectScope(given, older, older)
     folder = folder.resolve()
-    top = work_tree_top(folder) or folder
+    top = work_tree_top(folder)
+    if top is None and not_a_project(folder):
+        return ProjectScope(str(folder), DEFAULT_SCOPE, older)
+    top = top or folder
     return ProjectScope(str(top), scope_of_path(str(top)), older)
 
 
-def working_directory_project() -> ProjectScope | None:
-    """The project of the working directory, when it is inside a work tree (else None: a command run
-    in a home folder is not a project)."""
-    here = Path(os.getcwd())
-    return project_scope(str(here)) if work_tree_top(here) is not None else None
-
-
 def resolve(
-    project: str | None, root: str | None, stored: Callable[[], Collection[str]], working_directory: bool = False
+    project: str | None, root: str | None, stored: Callable[[], Collection[str]], here: str | None = None
 ) -> tuple[str, str]:
     """The scope of a session or command that names none and has no --scope, and where it came from (said
-    to the agent and logged): `project` (--project), else the client's first `root`, else
-    CLAUDE_PROJECT_DIR, else (a command a person runs: `working_directory`) the working directory's work
-    tree, else DEFAULT_SCOPE. `stored` lists the scopes holding notes, asked only when an older scope
-    name could apply (ProjectScope.pick)."""
-    if project is not None:
-        found, source = project_scope(project), f"the project folder {project} (--project)"
-    elif root is not None:
+    to the agent and logged): the client's first `root`, else `project` (--project), else
+    CLAUDE_PROJECT_DIR, else `here` (the working directory of the process, None for a server object
+    built without one), else DEFAULT_SCOPE. `stored` lists the scopes holding notes, asked only when an
+    older scope name could apply (ProjectScope.pick)."""
+    if root is not None:
         found, source = project_scope(root), f"the client's workspace root {root}"
+    elif project is not None:
+        found, source = project_scope(project), f"the project folder {project} (--project)"
     elif os.environ.get(CLAUDE_PROJECT_DIR):
         given = os.environ[CLAUDE_PROJECT_DIR]
         found, source = project_scope(given), f"the project folder {given} ({CLAUDE_PROJECT_DIR})"
+    elif here is not None:
+        found, source = project_scope(here), f"the working directory {here}"
     else:
-        here = working_directory_project() if working_directory else None
-        if here is None:
-            return DEFAULT_SCOPE, "no project folder: no --project, no workspace root, and no work tree here"
-        found, source = here, f"the working directory's project {here.folder}"
+        return DEFAULT_SCOPE, "no project folder: no workspace root, no --project and no working directory"
     scope = found.scope if found.older == found.scope else found.pick(stored())
+    if scope == DEFAULT_SCOPE:
+        return scope, f"{source}, which is no project ({NOT_PROJECTS})"
     return scope, source if scope == found.scope else f"{source}, by the name its memory had before"

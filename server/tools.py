@@ -6,7 +6,7 @@ retrieval logic: that is the store's."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
@@ -14,7 +14,9 @@ from typing import Annotated, Any, Literal, TypeVar
 from corrigenda.store import Draft
 from corrigenda.store.browse import PAGE_MAX
 from corrigenda.store.model import MAX_KIND, MAX_LINKS, MAX_QUERY, MAX_REASON, MAX_SUBJECT, MAX_TAGS
+from corrigenda.store.recall import MAX_ENTRIES
 from corrigenda.store.views import (
+    Chain,
     Changes,
     Confirmed,
     Corrected,
@@ -33,12 +35,13 @@ from corrigenda.store.where import SCOPE_MAX
 from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit, Resolve
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult, ContentBlock, ResourceLink, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from . import mcp_app, render
 from .access import (
     actor_of,
+    answerer_of,
     app_of,
     audit,
     call,
@@ -105,6 +108,44 @@ def tool(annotations: ToolAnnotations, title: str, meta: dict[str, Any] | None =
         return fn
 
     return declare
+
+
+# -- links a client opens: the resources (app.py) of the notes and chains a result shows ------------
+
+NOTE_URI = "corrigenda://notes/{note_id}"
+CHAIN_URI = "corrigenda://chains/{note_id}"
+LINK_TITLE = 80  # characters of a note's text a link's title quotes
+
+
+def linked(result: CallToolResult, chains: Sequence[Chain], chain_of: str | None = None) -> CallToolResult:
+    """The result with a `resource_link` to each chain it shows (read through `chain_of`, else through the
+    chain's first current note, else its newest history entry) and to each of the chain's current
+    notes, after the text: a client lists them and opens one with `resources/read`."""
+    links: list[ContentBlock] = []
+    for c in chains:
+        lead = c.heads[0] if c.heads else c.history[0].note if c.history else None
+        if lead is None:
+            continue
+        links.append(
+            ResourceLink(
+                uri=CHAIN_URI.format(note_id=chain_of or lead.id), name=f"chain {c.chain_id}",
+                title=f"Chain ({c.status.value}): {_short(lead.text)}", mime_type="text/plain",
+                description="The chain as recall delivers it: NOW, NEEDS, HISTORY.",
+            )
+        )  # fmt: skip
+        links += [
+            ResourceLink(
+                uri=NOTE_URI.format(note_id=n.id), name=f"note {n.id}", title=f"NOW: {_short(n.text)}",
+                mime_type="text/plain", description="The note with its chain and every lifecycle event.",
+            )
+            for n in c.heads
+        ]  # fmt: skip
+    return result.model_copy(update={"content": [*result.content, *links]})
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LINK_TITLE else text[: LINK_TITLE - 1] + "…"
 
 
 # -- asking the person whether a new note replaces an older one (settings.ask_on_update) ----------
@@ -223,15 +264,15 @@ async def remember(
 
 async def record_answer(ctx: Context, r: Remembered, question: Question, answer: str) -> Remembered:
     """The person's answer recorded: replaces, refines or keep both link the new note to the older one
-    (supersedes, refines, distinct), with the person as actor and the question as reason, if the older
-    note is still among the likely updates of the note stored. An answer (not a decline or cancel)
-    settles that proposal."""
+    (supersedes, refines, distinct), with the caller as actor (`answerer_of`) and the question as
+    reason, if the older note is still among the likely updates of the note stored. An answer (not a
+    decline or cancel) settles that proposal."""
     proposed = {u.note.id for u in r.likely_updates}
     event = None
     if answer in ANSWERED and question.note_id in proposed:
         kind = ANSWERED[answer]
         linked = await call(ctx, "remember", lambda m: m.link(src_id=r.note.id, dst_id=question.note_id,
-                            kind=kind, reason=question.message, actor=app_of(ctx).settings.person_actor))  # fmt: skip
+                            kind=kind, reason=question.message, actor=answerer_of(ctx)))  # fmt: skip
         event = linked.event
     left = r.likely_updates
     if answer in ANSWERED:
@@ -320,16 +361,29 @@ async def recall_chains(
     max_chains: Annotated[int | None, Field(description="At most this many chains.", ge=1, le=MAX_CHAINS)] = None,
     include_history: Annotated[bool, Field(description="Deliver what the current notes replaced.")] = True,
     as_of: AsOf = None,
+    min_entries: Annotated[
+        int,
+        Field(
+            description="Bring in at least this many of the best-matching notes, however loosely they match (0: only close matches).",
+            ge=0,
+            le=MAX_ENTRIES,
+        ),
+    ] = 0,
 ) -> Annotated[CallToolResult, RecallResult]:
     """Look up memory before answering from it. Returns chains: each claim's current note(s) first (NOW),
     the notes they rest on, however far back (NEEDS, current too), then what they replaced (HISTORY,
     not current), within a token budget; what did not fit or only repeated another chain is listed, and a
-    HISTORY note cut to fit is marked clipped (`history` reads it whole)."""
+    HISTORY note cut to fit is marked clipped (`history` reads it whole).
+
+    Only notes close to the query in meaning or sharing its words come back, so a question about a long
+    conversation history may find few or none: to look deeper, pass `min_entries` (e.g. 10) and the best
+    candidates come back whatever their similarity, each with its chain; then judge what is relevant."""
     named = scope_named(ctx, scope)
     scope = await granted_scope(ctx, scope, "recall_chains")
     r = await call(ctx, "recall_chains", lambda m: m.recall(query=query, scope=scope, budget_tokens=budget_tokens,
-                   max_chains=max_chains, include_history=include_history, as_of=as_of, named=named))  # fmt: skip
-    return tool_result(r, render.recall(r))
+                   max_chains=max_chains, include_history=include_history, as_of=as_of, named=named,
+                   min_entries=min_entries))  # fmt: skip
+    return linked(tool_result(r, render.recall(r)), r.chains)
 
 
 @tool(READ_ONLY, "Why is a note excluded")
@@ -358,7 +412,7 @@ async def history(ctx: Context, note_id: NoteId, as_of: AsOf = None) -> Annotate
     the edges other notes point at it (a note that depends on it or states another fact) and those notes."""
     await permit_ids(ctx, "history", [note_id], write=False)
     r = await call(ctx, "history", lambda m: m.history(note_id=note_id, as_of=as_of))
-    return tool_result(r, render.history(r))
+    return linked(tool_result(r, render.history(r)), [r.chain], chain_of=note_id)
 
 
 @tool(IDEMPOTENT, "Link two notes")

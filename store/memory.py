@@ -192,10 +192,15 @@ class Memory:
         include_history: bool = True,
         as_of: datetime | None = None,
         named: bool = True,
+        min_entries: int = 0,
     ) -> RecallResult:
         """The chains `query` reaches in `scope` (recall.py). A scope nothing was ever stored in is refused
-        as a typo if the caller `named` it (UnknownScope); else it is new, and the result says so."""
-        trace = self._run(query, scope, budget_tokens, max_chains, include_history, as_of)
+        as a typo if the caller `named` it (UnknownScope); else it is new, and the result says so.
+
+        A note enters recall when it is close enough to the query in meaning or matches its words;
+        `min_entries` (0 to recall.MAX_ENTRIES) lets at least that many of the best-matching notes in
+        whatever their similarity, each bringing its chain: for a long history the query shares little with."""
+        trace = self._run(query, scope, budget_tokens, max_chains, include_history, as_of, min_entries=min_entries)
         result = trace.result
         assert result is not None
         found_nothing = not result.chains and not result.omitted and not self.graphs.get(result.scope).events
@@ -305,6 +310,7 @@ class Memory:
         include_history: bool,
         as_of: datetime | None,
         also: Sequence[Note] = (),
+        min_entries: int = 0,
     ) -> Trace:
         if not query.strip():
             raise InvalidArgument("query", "must not be empty")
@@ -317,7 +323,7 @@ class Memory:
         reader = self.lookup.reader(scope, also)
         trace = recall.run(
             reader, self.embedder, query, now=self.clock(), as_of=utc(as_of), budget_tokens=budget,
-            max_chains=max_chains, include_history=include_history, settings=self.settings,
+            max_chains=max_chains, include_history=include_history, settings=self.settings, min_entries=min_entries,
         )  # fmt: skip
         self.lookup.loaded.version = reader.version
         return trace

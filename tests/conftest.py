@@ -71,7 +71,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 async def client(db: str, embedder: SentenceTransformerEmbedder) -> AsyncIterator[Client]:
-    """An MCP client session against the server object, in memory, through the real protocol."""
+    """An MCP client session against the server object, in memory, through the real protocol, on an
+    empty store (a read of no store at a named path is refused: config.missing_store)."""
+    os.makedirs(db, exist_ok=True)
     server = build_server(Settings(db=db), lambda settings: Memory(settings.db, embedder))
     async with Client(server, raise_exceptions=True) as session:
         yield session

@@ -18,8 +18,9 @@ async def serve_and_ask(params: StdioServerParameters, scope: str | None = None,
     async with Client(params) as client:
         assert client.server_info is not None and client.server_info.name == "corrigenda"
         tools = {t.name for t in (await client.list_tools()).tools}
-        if scope is not None:
-            assert (await call(client, "scopes"))["default_scope"] == scope
+        if scope is not None:  # a write: a read of a store not made yet says there is none
+            got = (await call(client, "remember", text="This session writes to its project's scope"))["note"]["scope"]
+            assert got == scope, (got, scope)
         if story:
             note = (await call(client, "remember", text="The nightly backup runs at 02:30 UTC"))["note"]
             chains = (await call(client, "recall_chains", query="when does the nightly backup run?"))["chains"]

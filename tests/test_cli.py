@@ -18,8 +18,8 @@ from corrigenda.store.embedder import SentenceTransformerEmbedder
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CORRIGENDA_PERSON": "Ada"}
+def run(*args: str, **variables: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CORRIGENDA_PERSON": "Ada", **variables}
     # run outside any work tree, as from a home folder: the scope is "default" unless a flag says otherwise
     return subprocess.run(
         [CORRIGENDA, *args], capture_output=True, text=True, timeout=120, env=env, cwd=tempfile.gettempdir()
@@ -78,10 +78,8 @@ def test_a_read_command_on_a_missing_store_is_an_error_and_makes_nothing(tmp_pat
     for command in (["recall", "anything"], ["stats"], ["list"], ["scopes"], ["changes", "--since", "1d"]):
         done = run(*command, "--db", str(missing))
         assert done.returncode == 2, command
-        assert done.stderr.splitlines() == [
-            f"corrigenda: --db: there is no store at {missing} (mistyped --db or CORRIGENDA_DB?); `corrigenda serve` "
-            "and the write commands make one"
-        ]
+        (line,) = done.stderr.splitlines()
+        assert line.startswith(f"corrigenda: {command[0]}: there is no store at {missing} (from --db): mistyped?"), line
         assert not missing.exists()
     a_file = tmp_path / "notes.txt"
     a_file.write_text("not a store")
@@ -202,7 +200,10 @@ def test_serve_in_a_terminal_says_what_it_waits_for(tmp_path: Path) -> None:
         stdout, _ = process.communicate(timeout=30)
         os.close(leader)
         os.close(follower)
-    assert first == f"corrigenda: no store at {tmp_path / 'store'} yet; the first write makes it\n"
+    assert first == (
+        f"corrigenda: there is no store at {tmp_path / 'store'} (from --db) yet; an agent's first write makes it "
+        "(until then a read says there is none)\n"
+    )
     assert second.startswith("corrigenda: an MCP server on stdio, waiting for a client's messages on stdin")
     assert "corrigenda install CLIENT" in second and stdout == ""
 
@@ -223,3 +224,69 @@ def test_scopes_prints_a_page_and_finds_a_scope_by_part_of_its_name(db: str, mem
         refused = run("scopes", "--db", db, flag, value)
         assert refused.returncode == 2, refused.stderr
         assert refused.stderr.startswith(f"corrigenda: scopes: {flag[2:]}: "), refused.stderr
+
+
+def test_a_read_of_no_store_says_where_the_path_came_from_and_what_to_type(tmp_path: Path) -> None:
+    home = tmp_path / "home"  # a new user's: nothing stored yet at the per-user default
+    first = run("recall", "which port?", HOME=str(home), XDG_DATA_HOME="", CORRIGENDA_DB="")
+    assert first.returncode == 2, first.stderr
+    (line,) = first.stderr.splitlines()
+    assert "(the default: the per-user data directory)" in line and '`corrigenda remember "…"` makes it' in line
+    assert "--db:" not in line and "`corrigenda serve` and the write commands make one" not in line, line
+    typo = tmp_path / "stroe"
+    flag = run("list", "--db", str(typo))
+    assert f"there is no store at {typo} (from --db): mistyped?" in flag.stderr and "leave out --db" in flag.stderr
+    variable = run("list", CORRIGENDA_DB=str(typo))
+    assert f"there is no store at {typo} (from CORRIGENDA_DB)" in variable.stderr, variable.stderr
+    assert "unset CORRIGENDA_DB" in variable.stderr and not typo.exists()
+
+
+def test_an_empty_db_is_refused_at_start(tmp_path: Path) -> None:
+    for done in (run("serve", "--db", ""), run("serve", CORRIGENDA_DB=" ")):
+        assert done.returncode == 2, done.stderr
+        (line,) = done.stderr.splitlines()
+        assert "--db (or CORRIGENDA_DB) is empty" in line and "Traceback" not in line, line
+
+
+def test_the_cli_speaks_commands_not_tool_calls(db: str, memory: Memory, tmp_path: Path) -> None:
+    old = memory.remember(Draft(text="the service listens on 8080", subject="service.port")).note
+    memory.correct(old.id, Draft(text="the service listens on 9090"), reason="moved")
+    refused = run("correct", old.id, "the service listens on 7070", "--reason", "r", "--db", db)
+    assert refused.returncode == 2 and "pass --fork" in refused.stderr and "fork=true" not in refused.stderr
+    forked = run("correct", old.id, "the service listens on 7070", "--reason", "kept apart", "--fork", "--db", db)
+    assert forked.returncode == 0, forked.stderr
+
+    hinted = run(
+        "remember", "the service listens on 6060", "--subject", "service.port", "--db", db, "--scope", "default"
+    )
+    assert hinted.returncode == 0, hinted.stderr
+    assert "corrigenda link n_" in hinted.stdout and "link(src_id" not in hinted.stdout, hinted.stdout
+
+    bad = run("show", "12", "--db", db)
+    assert "not a corrigenda id" in bad.stderr and "this server issued" not in bad.stderr, bad.stderr
+
+    out = tmp_path / "backup.jsonl"
+    exported = run("export", "--db", db, "--scope", "default", "--out", str(out))
+    assert exported.returncode == 0 and exported.stderr.strip() == (
+        f"corrigenda: wrote 4 notes and 2 events (scopes: default) to {out}"
+    ), exported.stderr
+    alone = tmp_path / "one"
+    Memory(str(alone), memory.embedder).remember(Draft(text="a single note"), scope="solo")
+    single = run("export", "--db", str(alone), "--out", str(out))
+    assert "wrote 1 note and 0 events" in single.stderr, single.stderr
+    imported = run("import", str(out), "--db", str(tmp_path / "restored"))
+    assert "1 note and 0 events written" in imported.stdout, imported.stdout
+
+    missing = run("import", str(tmp_path / "nofile.jsonl"), "--db", db)
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and "Error" not in missing.stderr
+
+    piped = subprocess.run(
+        f"{CORRIGENDA} export --db {db} | head -1", shell=True, capture_output=True, text=True, timeout=120,
+        cwd=tempfile.gettempdir(), env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert piped.stdout.startswith('{"type": "corrigenda-export"') or '"corrigenda-export"' in piped.stdout
+    assert piped.stderr == "", piped.stderr
+
+    for command in ("serve", "ui"):
+        flagged = run(command, "--json", "--db", db)
+        assert flagged.returncode == 2 and "unrecognized arguments: --json" in flagged.stderr, flagged.stderr

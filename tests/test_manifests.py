@@ -298,8 +298,9 @@ async def test_each_client_snippet_starts_a_server_that_answers(client: str, tmp
         **OFFLINE,
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
     }
-    params = StdioServerParameters(command=command, args=args, env=full_env)
-    # the test's client offers no roots: a snippet that sets no project (or scope) serves "default"
+    # started in "/", as Claude Desktop starts servers (no project), by a client that offers no roots: a
+    # snippet that sets no project (or scope) serves "default"
+    params = StdioServerParameters(command=command, args=args, env=full_env, cwd="/")
     project = args[args.index("--project") + 1] if "--project" in args else None
     scope = env.get("CORRIGENDA_SCOPE") or (project_scope(project).scope if project else "default")
     tools = await serve_and_ask(params, scope=scope)

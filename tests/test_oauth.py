@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import shutil
 import socket
 import subprocess
@@ -326,6 +327,7 @@ async def test_a_silent_issuer_holds_no_static_token_call_and_is_asked_once_per_
     keys = SilentKeys()
     grants = tmp_path / "grants.toml"
     grants.write_text(OAUTH_GRANTS)
+    os.makedirs(db)  # an empty store to read (a read of none at a named path is refused)
     port = _free_port()
     settings = Settings(
         db=db, transport="http", port=port, grants=str(grants), oauth_issuer=keys.url.removesuffix("/jwks"),

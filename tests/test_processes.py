@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,13 +19,14 @@ from typing import Any
 
 import anyio
 import pytest
+from corrigenda.store import Draft, Memory
 from corrigenda.store.tables import Tables
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from bench.faults import STOP_WAIT_S
 
-from .conftest import call
+from .conftest import call, call_error
 
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 INSPECTOR = "@modelcontextprotocol/inspector@0.17.5"  # the 0.x CLI runs on Node 20
@@ -63,12 +65,12 @@ class Running:
         return f"http://127.0.0.1:{self.port}/mcp"  # whatever the bind address: connect over loopback only
 
 
-def serve_http(db: str, *args: str, env: dict[str, str] | None = None) -> Iterator[Running]:
-    """A server process over streamable HTTP, until the fixture using it ends."""
+def serve_http(db: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Iterator[Running]:
+    """A server process over streamable HTTP, started in `cwd`, until the fixture using it ends."""
     port = _free_port()
     proc = subprocess.Popen(
         [CORRIGENDA, "serve", "--transport", "http", "--port", str(port), "--db", db, *args],
-        env={**ENV, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**ENV, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -115,6 +117,7 @@ def test_inspector_cli_lists_and_calls_tools(db: str) -> None:
     listed = _inspector(db, "--method", "tools/list")
     tools = {t["name"]: t for t in listed["tools"]}
     assert "recall_chains" in tools and tools["recall_chains"]["annotations"]["readOnlyHint"] is True
+    assert all(t["icons"][0]["src"].startswith("data:image/svg+xml;base64,") for t in tools.values())
     called = _inspector(
         db, "--method", "tools/call", "--tool-name", "remember", "--tool-arg", "text=The CI runner has 2 cores"
     )
@@ -124,6 +127,8 @@ def test_inspector_cli_lists_and_calls_tools(db: str) -> None:
         db, "--method", "tools/call", "--tool-name", "recall_chains", "--tool-arg", "query=CI runner cores"
     )
     assert "NOW" in recalled["content"][0]["text"] and "2 cores" in recalled["content"][0]["text"]
+    links = [c["uri"] for c in recalled["content"] if c["type"] == "resource_link"]
+    assert [link.split("/")[2] for link in links] == ["chains", "notes"]
 
 
 def test_inspector_cli_reads_a_resource_and_a_prompt(db: str) -> None:
@@ -178,6 +183,7 @@ async def test_two_server_processes_on_one_store_lose_nothing(db: str) -> None:
 
 @pytest.mark.anyio
 async def test_a_running_server_sees_another_process_writes_at_once(db: str) -> None:
+    os.makedirs(db)  # an empty store (a read never makes one)
     async with Client(stdio(db)) as reader, Client(stdio(db)) as writer:
         await call(reader, "recall_chains", query="anything")  # the reader has opened the store
         old = (await call(writer, "remember", text="The message queue is RabbitMQ"))["note"]
@@ -215,3 +221,69 @@ def test_a_program_that_ends_while_its_store_compacts_exits_cleanly(tmp_path: Pa
         out, err = program.communicate(timeout=300)
         assert b"exiting while it compacts" in out
         assert program.returncode == 0, err.decode(errors="replace")[-2000:]
+
+
+def _started(command: str, db: str, port: int) -> subprocess.Popen[bytes]:
+    """`command` running and ready: a stdio server that has answered `initialize`, or a port that accepts."""
+    args = {
+        "serve": ["serve", "--db", db],
+        "serve --transport http": ["serve", "--transport", "http", "--port", str(port), "--db", db],
+        "ui": ["ui", "--port", str(port), "--db", db],
+    }[command]
+    proc = subprocess.Popen([CORRIGENDA, *args], env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    if command == "serve":
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+        proc.stdin.write(json.dumps(hello).encode() + b"\n")
+        proc.stdin.flush()
+        assert b'"id":1' in proc.stdout.readline()
+        return proc
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "exited"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.1)
+    raise AssertionError(f"{command} did not start")
+
+
+@pytest.mark.parametrize("command", ["serve", "serve --transport http", "ui"])
+def test_ctrl_c_ends_the_servers_quietly_with_status_130(command: str, db: str, memory: Memory) -> None:
+    memory.remember(Draft(text="The web view opens on this note"))  # `ui` wants a store to look through
+    proc = _started(command, db, _free_port())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=STOP_WAIT_S)
+    said = err.decode()
+    assert proc.returncode == 130, said
+    assert "Traceback" not in said and "KeyboardInterrupt" not in said, said
+    assert said.strip().splitlines()[-1] == "corrigenda: stopped", said
+
+
+@pytest.mark.anyio
+async def test_a_new_users_first_recall_at_the_default_store_is_empty_not_an_error(tmp_path: Path) -> None:
+    """Nothing remembered yet, no --db, no CORRIGENDA_DB: the first call an agent makes (recall, as the
+    instructions say) answers empty, saying the scope is new; only a path someone named is a typo."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in ENV.items() if k not in ("CORRIGENDA_DB", "XDG_DATA_HOME")} | {"HOME": str(home)}
+    params = StdioServerParameters(command=CORRIGENDA, args=["serve"], env=env, cwd=str(tmp_path))
+    async with Client(params) as client:
+        result = await client.call_tool("recall_chains", {"query": "which port does the api listen on?"})
+        assert not result.is_error, result.content
+        assert result.structured_content is not None and result.structured_content["scope_is_new"] is True
+
+
+@pytest.mark.anyio
+async def test_a_read_under_serve_at_a_mistyped_store_says_so_and_makes_nothing(tmp_path: Path) -> None:
+    typo = tmp_path / "stroe"
+    params = StdioServerParameters(command=CORRIGENDA, args=["serve"], env={**ENV, "CORRIGENDA_DB": str(typo)})
+    async with Client(params) as client:
+        for tool, arguments in (("recall_chains", {"query": "which port?"}), ("scopes", {})):
+            said = await call_error(client, tool, **arguments)
+            assert f"there is no store at {typo} (from CORRIGENDA_DB)" in said and "`remember` makes it" in said, said
+        assert not typo.exists()
+        await call(client, "remember", text="The service listens on 8080")  # a write makes it
+        assert typo.is_dir() and (await call(client, "scopes"))["scopes"]

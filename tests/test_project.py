@@ -9,6 +9,7 @@ import html
 import json
 import os
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -71,15 +72,35 @@ async def test_the_same_folder_is_the_same_scope_from_every_entry_point(
     # a stdio process started as VS Code starts `corrigenda install vscode`'s entry, the folder substituted
     vscode = install.entry("vscode", CORRIGENDA).value
     args = [a.replace("${workspaceFolder}", str(repo)) for a in vscode["args"]]
-    params = StdioServerParameters(command=vscode["command"], args=[*args, "--db", db], env={**os.environ, **OFFLINE})
+    params = StdioServerParameters(
+        command=vscode["command"], args=[*args, "--db", db], env={**os.environ, **OFFLINE}, cwd=repo
+    )  # in the workspace folder, as VS Code starts it
     await serve_and_ask(params, scope=expected)
     seen["stdio process, VS Code's entry"] = expected
+    # the client's root comes before --project: a session whose client sends one is that folder's
+    async with session(db, embedder, project=str(repo.parent), list_roots_callback=roots(repo.as_uri())) as client:
+        seen["root, with --project elsewhere"] = (await call(client, "scopes"))["default_scope"]
     for running in serve_http(db, "--project", str(inside)):  # streamable HTTP
         async with (
             httpx2.AsyncClient(trust_env=False, timeout=30) as http,
             Client(streamable_http_client(running.url, http_client=http)) as client,
         ):
             seen["HTTP, --project (a folder inside)"] = (await call(client, "scopes"))["default_scope"]
+    # started in the folder, with no --project: the MCP endpoint and the web view of one process agree
+    plain = {k: v for k, v in os.environ.items() if k != "CLAUDE_PROJECT_DIR"}
+    for running in serve_http(db, "--ui", cwd=inside):
+        async with (
+            httpx2.AsyncClient(trust_env=False, timeout=30) as http,
+            Client(streamable_http_client(running.url, http_client=http)) as client,
+        ):
+            seen["HTTP started in a folder inside"] = (await call(client, "scopes"))["default_scope"]
+            page = (await http.get(f"http://127.0.0.1:{running.port}/ui/")).text
+            seen["its web view"] = expected if html.escape(expected) in page else page[:200]
+    started = StdioServerParameters(
+        command=CORRIGENDA, args=["serve", "--db", db], env={**plain, **OFFLINE}, cwd=inside
+    )
+    async with Client(started) as client:
+        seen["stdio process started in a folder inside"] = (await call(client, "scopes"))["default_scope"]
     port = free_port()
     web = subprocess.Popen([CORRIGENDA, "ui", "--db", db, "--port", str(port)], cwd=inside, env={**os.environ, **OFFLINE},
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -103,6 +124,35 @@ async def test_the_same_folder_is_the_same_scope_from_every_entry_point(
 
     print("\n".join(f"{where:48} {scope}" for where, scope in seen.items()))
     assert set(seen.values()) == {expected}, seen
+
+
+@pytest.mark.processes
+async def test_a_folder_in_no_repository_is_one_scope_too_and_the_home_folder_is_none(
+    tmp_path: Path, db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A folder outside any work tree is its own project, named as a root of it is, from the CLI run in
+    it and a server started in it as from a client's root or --project; the home, temporary and root
+    folders, where clients and shells start, are no project: "default"."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    expected = project_scope(str(folder)).scope
+    assert expected.startswith("notes#")
+    seen: dict[str, str] = {}
+    async with session(db, embedder, list_roots_callback=roots(folder.as_uri())) as client:
+        seen["root"] = (await call(client, "remember", text="The notes folder holds meeting notes"))["note"]["scope"]
+    async with session(db, embedder, project=str(folder)) as client:
+        seen["--project"] = (await call(client, "scopes"))["default_scope"]
+    listed = cli(folder, "scopes", "--db", db, "--json", CLAUDE_PROJECT_DIR="")
+    assert listed.returncode == 0, listed.stderr
+    seen["CLI run in it"] = json.loads(listed.stdout)["default_scope"]
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDE_PROJECT_DIR"}
+    started = StdioServerParameters(command=CORRIGENDA, args=["serve", "--db", db], env={**env, **OFFLINE}, cwd=folder)
+    async with Client(started) as client:
+        seen["stdio process started in it"] = (await call(client, "scopes"))["default_scope"]
+    assert set(seen.values()) == {expected}, seen
+    for shared in (Path.home(), Path(tempfile.gettempdir()), Path("/")):
+        assert project_scope(str(shared)).scope == "default", shared
+    assert resolve(None, None, list, here=tempfile.gettempdir())[0] == "default"
 
 
 @pytest.mark.processes
@@ -145,7 +195,8 @@ async def test_reading_a_mistyped_scope_names_the_nearest_and_writing_a_new_one_
     db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     async with session(db, embedder) as client:
-        assert (await call(client, "recall_chains", query="anything", scope="api"))["chains"] == []  # empty store
+        no_store = await call_error(client, "recall_chains", query="anything", scope="api")  # no store yet
+        assert f"there is no store at {db}" in no_store and "`remember` makes it" in no_store, no_store
         made = await call(client, "remember", text="The billing service runs on Fridays", scope="billing")
         assert made["scope_created"] is True
         again = await call(client, "remember", text="Billing invoices go out monthly", scope="billing")

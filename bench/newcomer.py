@@ -4,9 +4,13 @@ Each step is what the README tells a person to do, run as written:
 1. clone:    `git clone` of this repository into a temporary folder;
 2. install:  the README's *Run it* command up to the server's start (a venv, torch, the package);
 3. plug in:  `corrigenda install vscode` into a home of its own (the entry VS Code would run);
-4. remember: the entry launched as VS Code launches it (`${workspaceFolder}` a fresh git folder), by
-             the MCP Inspector's CLI, calling `remember`;
-5. recall:   the same, calling `recall_chains`, which must answer with the note as NOW.
+4. recall:   the entry launched in a fresh git folder (the Inspector's CLI sends no roots, so the
+             folder the server starts in names the scope, as a root of it would), calling
+             `recall_chains` first, as the server's instructions tell an agent: a new project's first
+             recall must answer, empty, not fail;
+5. remember: the same, calling `remember`;
+6. recall:   the same, calling `recall_chains`, which must answer with the note as NOW.
+Every tool call's result is checked for `isError`; the results file counts the tool errors (0).
 
 Run from the repository root (needs git and Node.js's npx; reaches only the package registries):
 
@@ -57,8 +61,11 @@ def step(name: str, steps: dict[str, float], *command: str, **kwargs: object) ->
 
 
 def table(result: dict[str, Any]) -> str:
-    """Each step's seconds, and the total."""
-    return harness.markdown_table(["step", "seconds"], list(result["seconds"].items()))
+    """Each step's seconds, the total, and the tool errors the calls met."""
+    rows: list[list[object]] = [[name, seconds] for name, seconds in result["seconds"].items()]
+    if "tool_errors" in result:
+        rows.append(["tool errors in the calls (count)", result["tool_errors"]])
+    return harness.markdown_table(["step", "seconds"], rows)
 
 
 TABLES = {"main": table}
@@ -93,15 +100,22 @@ def main() -> None:
         launch = [entry["command"], *(a.replace("${workspaceFolder}", str(project)) for a in entry["args"])]
         inspector = ["npx", "-y", INSPECTOR, "--cli", *launch, "--method", "tools/call", "--tool-name"]
         text = "The billing service retries failed charges three times"
-        step("remember (Inspector CLI)", steps, *inspector, "remember", "--tool-arg", f"text={text}", env=env)
-        recalled = step(
-            "recall_chains (Inspector CLI)", steps, *inspector, "recall_chains", "--tool-arg",
-            "query=how often are failed charges retried?", env=env,
-        )  # fmt: skip
-        answer = json.loads(recalled.stdout)["content"][0]["text"]
-        assert "NOW" in answer and text in answer, answer
+        query = "query=how often are failed charges retried?"
+        calls = [
+            ("first recall_chains, nothing stored (Inspector CLI)", ["recall_chains", "--tool-arg", query]),
+            ("remember (Inspector CLI)", ["remember", "--tool-arg", f"text={text}"]),
+            ("recall_chains (Inspector CLI)", ["recall_chains", "--tool-arg", query]),
+        ]
+        answers = [
+            json.loads(step(name, steps, *inspector, *call, env=env, cwd=project).stdout) for name, call in calls
+        ]
+        errors = sum(bool(a.get("isError")) for a in answers)
+        first, answer = answers[0]["content"][0]["text"], answers[-1]["content"][0]["text"]
+        assert errors == 0, answers
+        assert "Nothing is stored in scope" in first and "NOW" in answer and text in answer, (first, answer)
     steps["total"] = round(sum(steps.values()), 1)
-    result = {"seconds": steps, "first_recall": answer.splitlines()[:3]}
+    result = {"seconds": steps, "tool_errors": errors, "first_recall": first.splitlines()[:3],
+              "recall_after_remember": answer.splitlines()[:3]}  # fmt: skip
     if args.json:
         harness.write_results(args.json, result)
     print(table(result))

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from . import where
 from .model import Event, Note
 from .storage.events import EventReads
 from .storage.schema import EVENT_SCHEMA, EVENT_STORED, EVENTS, NOTE_STORED, NOTES, Hit, ScopeRows, row_of
@@ -41,18 +42,32 @@ class Tables(Search, EventReads, Upkeep):
     ) -> int | None:
         """Notes with their embeddings and whether the model could read them, and the edges written
         with them: the edges first, then the notes in one write, their commit point (module docstring).
-        Returns the events table version the edges made, if any."""
+        Returns the events table version the edges made, if any (`commit_notes` the notes table's too)."""
+        return self.commit_notes(notes, model, events)[0]
+
+    def commit_notes(
+        self, notes: Sequence[tuple[Note, Sequence[float], bool]], model: str, events: Sequence[Event] = ()
+    ) -> tuple[int | None, int | None]:
+        """`add_notes`, returning the versions it made: the events table's (None without edges) and the
+        notes table's (None without notes)."""
         if not notes:
-            return self.add_events(events) if events else None
+            return self.add_events(events) if events else None, None
         table = self._ensure_notes(model, len(notes[0][1]))
         version = self.add_events(events) if events else None
         rows = [
             row_of(note, NOTE_STORED) | {"dense_ok": dense_ok, "vector": list(vector)}
             for note, vector, dense_ok in notes
         ]
-        self._append(table, pa.Table.from_pylist(rows, schema=self.view(table).schema))
+        committed = self._append(table, pa.Table.from_pylist(rows, schema=self.view(table).schema))
         self.after_write()
-        return version
+        return version, committed
+
+    def notes_committed_before(self, version: int, ids: Sequence[str]) -> set[str] | None:
+        """Those of `ids` whose note was committed before `version` of the notes table (the version a
+        write's note made): what that write raced with. None when that version is no longer kept."""
+        table = self.notes_table()
+        rows = None if table is None else self.committed_before(table, version, where.id_in(ids), ["id"])
+        return None if rows is None else set(rows["id"].to_pylist())
 
     def add_events(self, events: Sequence[Event]) -> int:
         """Append events in one write; returns the table version it made."""

@@ -687,6 +687,99 @@ def test_two_writers_correcting_one_note_at_once_leave_one_current_and_tell_the_
     race_corrections(Memory(db, embedder), Memory(db, embedder), rounds=20)  # as two server processes
 
 
+@pytest.mark.parametrize("held", ["first", "second"])
+def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_their_edges_landed(
+    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch, held: str
+) -> None:
+    """A correction's note is its commit point; its edge lands first. One writer is held between its two
+    appends while the other corrects the same note from start to end: the other's check reads the held
+    edge without its note (`first`: the fold ignores it) or checks before it lands and then commits its
+    edge after it (`second`), and its note lands first either way. It wins; the held one, whose note lands
+    last, is withdrawn and told, naming the winner. (Before corrections were ordered by their notes, both
+    were told they succeeded and the chain had two current notes: bench/correction_race.py, `fresh`.)"""
+    held_writer, other = Memory(db, embedder), Memory(db, embedder)
+    edge_landed, other_done = threading.Event(), threading.Event()
+    real_add = held_writer.tables.append_rows
+
+    def add(table: LanceTable, rows: pa.Table) -> int:
+        version = real_add(table, rows)
+        if table.name == EVENTS and not edge_landed.is_set():
+            edge_landed.set()
+            assert other_done.wait(timeout=60)
+        return version
+
+    monkeypatch.setattr(held_writer.tables, "append_rows", add)
+    for round_ in range(3):
+        old = other.remember(Draft(text=f"Round {round_}: the deploy window is Tuesday")).note
+        held_writer.history(old.id)  # both have read it, as running servers would have
+        other.history(old.id)
+        edge_landed.clear()
+        other_done.clear()
+        outcomes: dict[str, Any] = {}
+
+        def held_correct(old_id: str = old.id, outcomes: dict[str, Any] = outcomes) -> None:
+            try:
+                outcomes["held"] = held_writer.correct(old_id, Draft(text="The window is Wednesday"), reason="moved")
+            except Conflict as exc:
+                outcomes["held"] = exc
+
+        thread = threading.Thread(target=held_correct)
+        if held == "first":  # the other writer starts once the held edge is in the events table
+            thread.start()
+            assert edge_landed.wait(timeout=60)
+            outcomes["other"] = other.correct(old.id, Draft(text="The window is Friday"), reason="moved")
+        else:  # the other writer checks first, and its edge lands after the held one
+            other_add = other.tables.append_rows
+
+            def add_once_the_held_edge_landed(
+                table: LanceTable, rows: pa.Table, thread: threading.Thread = thread, real: Any = other_add
+            ) -> int:
+                if table.name == EVENTS and not thread.is_alive() and not edge_landed.is_set():
+                    thread.start()
+                    assert edge_landed.wait(timeout=60)
+                return real(table, rows)  # type: ignore[no-any-return]
+
+            monkeypatch.setattr(other.tables, "append_rows", add_once_the_held_edge_landed)
+            outcomes["other"] = other.correct(old.id, Draft(text="The window is Friday"), reason="moved")
+            monkeypatch.setattr(other.tables, "append_rows", other_add)
+        other_done.set()
+        thread.join(timeout=60)
+        winner = outcomes["other"].note.id
+        assert isinstance(outcomes["held"], Conflict), (round_, outcomes)
+        assert f"correct the current note ({winner})" in str(outcomes["held"])
+        chain = other.history(old.id).chain
+        assert [h.id for h in chain.heads] == [winner], (round_, outcomes)
+
+
+def test_a_graph_catching_up_on_one_thread_never_fails_another_thread_reading_the_events(memory: Memory) -> None:
+    """Catching a graph up reads the transactions of the versions since (events_since), which pylance
+    does with a mutable borrow of the dataset: on the view every thread reads, another thread's look
+    at its version failed meanwhile ("Already mutably borrowed"), and with it a correction, once after
+    its note had landed (bench/correction_race.py, `threads`)."""
+    first = memory.remember(Draft(text="The deploy window is Tuesday")).note
+    start = memory.tables.events_version()
+    for day in ("Wednesday", "Thursday", "Friday"):  # three versions that appended events since `start`
+        memory.link(memory.remember(Draft(text=f"Deploys on {day} need a green build")).note.id, first.id, "depends_on")
+    stop, failures = threading.Event(), []
+
+    def look() -> None:
+        while not stop.is_set():
+            try:
+                memory.tables.events_version()
+            except RuntimeError as exc:
+                failures.append(str(exc))
+
+    looking = threading.Thread(target=look)
+    looking.start()
+    try:
+        for _ in range(300):
+            assert memory.tables.events_since(start, "default") is not None
+    finally:
+        stop.set()
+        looking.join()
+    assert not failures, f"{len(failures)} looks failed: {failures[0]}"
+
+
 def test_a_write_nothing_raced_reads_no_earlier_version_of_the_events(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,6 +3,7 @@ by id, a note's tombstone, and what a write raced with; through the views of han
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,9 @@ class EventReads(Handles):
             if not 0 <= latest - version <= limits.EVENTS_SINCE_MAX:
                 return None
             try:
-                appended = _appended_since(view, version, latest)
+                # on a copy: pylance's read_transaction borrows the dataset mutably, and another thread's
+                # look at the shared view meanwhile fails ("Already mutably borrowed")
+                appended = _appended_since(copy.copy(view), version, latest)
             except Exception as exc:  # a version's manifest or transaction was cleaned up
                 if not _missing_file(exc):
                     raise
@@ -83,23 +86,18 @@ class EventReads(Handles):
         rows = self.scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
         return event_from_row(rows[0]) if rows else None
 
-    def committed_before(self, version: int, kinds: Iterable[EventKind], dsts: Iterable[str]) -> list[Event] | None:
+    def events_committed_before(
+        self, version: int, kinds: Iterable[EventKind], dsts: Iterable[str]
+    ) -> list[Event] | None:
         """The events of these kinds naming one of `dsts` that were committed before `version` of the
-        events table: what a write that made `version` raced with (Lance commits one version at a time).
-        None when that version is no longer kept (an erasure pass keeps only the latest)."""
-        table = self.events_table()
+        events table: what a write that made `version` raced with. None when that version is no longer
+        kept (`committed_before`)."""
         clause = where.all_of(where.id_in(dsts, "dst"), where.kind_in(k.value for k in kinds))
+        rows = self.committed_before(self.events_table(), version, clause)
+        return None if rows is None else [event_from_row(row) for row in rows.to_pylist()]
 
-        def read() -> pa.Table:
-            return self.view(table).checkout_version(version - 1).to_table(filter=clause)
-
-        try:
-            rows = read()
-        except Exception as exc:  # that version's manifest or files are gone
-            if not _missing_file(exc):
-                raise
-            return None
-        return [event_from_row(row) for row in rows.to_pylist()]
+    def catch_up_events(self) -> None:
+        self.catch_up(self.events_table())
 
 
 def _appended_since(view: LanceDataset, version: int, latest: int) -> set[str] | None:

@@ -311,6 +311,24 @@ class Handles(Indexes):
         hits of a `nearest` or `full_text_query` search among them, through `_read`."""
         return self._read(lambda: self.view(table).to_table(columns=columns, filter=clause, prefilter=True, **search))
 
+    def committed_before(
+        self, table: Table, version: int, clause: str, columns: list[str] | None = None
+    ) -> pa.Table | None:
+        """The rows matching `clause` that `table` held just before `version`: what the commits before the
+        one that made `version` had written (Lance commits one version at a time, each on the one before).
+        None when that version is no longer kept (an erasure pass keeps only the latest)."""
+        try:
+            return self.view(table).checkout_version(version - 1).to_table(columns=columns, filter=clause)
+        except Exception as exc:  # that version's manifest or files are gone
+            if not _missing_file(exc):
+                raise
+            return None
+
+    def catch_up(self, table: Table) -> None:
+        """Move one table's view to its latest version: `refresh` for that table alone, in the middle of
+        an operation (a write's race check reads what landed after its own commit)."""
+        self._read(partial(self._catch_up, table))
+
     def _tables(self) -> dict[str, Table]:
         tables = {EVENTS: self.events_table(), NOTES: self.notes_table()}
         return {name: table for name, table in tables.items() if table is not None}

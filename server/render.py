@@ -66,7 +66,10 @@ def chain(c: Chain, position: int | None = None) -> list[str]:
     head = f"[{position}] " if position is not None else ""
     lines = [f"{head}chain {c.chain_id} — {label[c.status.value]}"]
     if c.possibly_outdated_by:
-        lines[0] += f"; POSSIBLY OUTDATED by {c.possibly_outdated_by} ({c.outdated_reason}): prefer the newer note"
+        lines[0] += (
+            f"; POSSIBLY OUTDATED by {c.possibly_outdated_by} ({c.outdated_reason}): likely replaced by the "
+            "newer note; check, then link them (supersedes, or distinct)"
+        )
     lines += [f"    NOW {_note(n)}" for n in c.heads]
     lines += [f"    NEEDS{'' if p.hops == 1 else f' ({p.hops} hops)'} {_note(p)}" for p in c.prerequisites]
     lines += [f"    NEEDS {i} (shown in another chain above or below)" for i in c.prerequisites_elsewhere]

@@ -96,6 +96,7 @@ def recall(r: RecallResult) -> str:
         lines += chain(c, i)
     if r.omitted:
         lines.append(_omitted(r.omitted))
+    lines += _unreadable(r.unreadable)
     lines.append("Use NOW notes as current; HISTORY notes are replaced or withdrawn.")
     return "\n".join(lines)
 
@@ -142,10 +143,20 @@ def update_question(new: Draft, update: LikelyUpdate) -> str:
     )
 
 
+def _unreadable(ids: list[str]) -> list[str]:
+    """The line naming notes whose stored embedding cannot be read, if the call met any."""
+    if not ids:
+        return []
+    return [
+        f"Unreadable embedding (an import wrote it before vectors were checked): {', '.join(ids)}, found by its "
+        "words alone; correct it, or forget it and remember it again, to embed it anew."
+    ]
+
+
 def remembered(r: Remembered) -> str:
     if not r.changed:
         return f"Already remembered in scope {r.note.scope}, unchanged: {_note(r.note)}"
-    lines = [f"Remembered in scope {r.note.scope}: {_note(r.note)}"]
+    lines = [f"Remembered in scope {r.note.scope}: {_note(r.note)}", *_unreadable(r.unreadable)]
     if r.scope_created:
         lines.append(f"Scope {r.note.scope!r} held nothing before: this note made it.")
     lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]

@@ -206,7 +206,8 @@ class Memory:
         found_nothing = not result.chains and not result.omitted and not self.graphs.get(result.scope).events
         if found_nothing and self._unknown_scope(result.scope, named):  # is there anything there at all?
             result = result.model_copy(update={"scope_is_new": True})
-        return result
+        unreadable = sorted(self.tables.unreadable & trace.candidates.keys())  # met, found by words alone
+        return result.model_copy(update={"unreadable": unreadable}) if unreadable else result
 
     recall_chains = recall  # the tool's name
 

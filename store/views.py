@@ -124,6 +124,11 @@ class RecallResult(BaseModel):
     scope_is_new: bool = Field(
         False, description="Nothing was ever stored in this scope: the session's own scope, before its first note."
     )
+    unreadable: list[str] = Field(
+        default_factory=list,
+        description="Notes this call met whose stored embedding cannot be read (written by an import before "
+        "vectors were checked): found by their words alone. Correct each, or forget it and remember it again.",
+    )
 
 
 class Similar(BaseModel):
@@ -175,6 +180,11 @@ class Remembered(BaseModel):
         None,
         description="Set when the person was asked whether this note replaces a likely-updated one "
         "(the server's ask_on_update setting): their answer and the edge it recorded.",
+    )
+    unreadable: list[str] = Field(
+        default_factory=list,
+        description="Notes this call met whose stored embedding cannot be read (written by an import before "
+        "vectors were checked): found by their words alone. Correct each, or forget it and remember it again.",
     )
 
 

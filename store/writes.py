@@ -155,6 +155,7 @@ class Writes:
             note=note_view(note, after), changed=True, similar_active=similar,
             likely_updates=[_likely_update(note.id, p, before) for p in proposals],
             events=[event_view(e, after) for e in events], scope_created=made,
+            unreadable=sorted(self.tables.unreadable & candidates.keys()),
         )  # fmt: skip
 
     def likely_updates(

@@ -149,6 +149,12 @@ class Search(Handles):
             seen.setdefault(row["id"], (row, vector))
         return list(seen.values())
 
+    @property
+    def unreadable(self) -> frozenset[str]:
+        """The notes whose stored vector this process has found unreadable (`_rows_with_vectors`): a call
+        that met one of them says so in its result."""
+        return frozenset(self._unreadable)
+
     def _name_unreadable(self, ids: Iterable[str]) -> None:
         for note_id in dict.fromkeys(ids):
             if note_id not in self._unreadable:

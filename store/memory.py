@@ -1,7 +1,7 @@
 """The memory engine's public face: every operation the MCP tools and the CLI offer.
 
-The writes are writes.py's (each checked in full before anything is stored, so a refused call changes
-nothing); the reads are here. Every operation catches up with what any process wrote first.
+A facade: the writes are writes.py's (each checked in full before anything is stored, so a refused call
+changes nothing), the reads reads.py's; every operation catches up with what any process wrote first.
 """
 
 from __future__ import annotations
@@ -9,37 +9,31 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Concatenate, ParamSpec, TypeVar
 
-from . import browse, recall, transfer
-from .chains import build_chain, event_view, note_view
-from .checks import utc
 from .embedder import Embedder, SentenceTransformerEmbedder
-from .errors import CorrigendaError, InvalidArgument, NotFound, UnknownScope
-from .explain import explain
-from .fold import fold
+from .errors import CorrigendaError
 from .graph import Graphs
-from .ids import NOTE_PREFIX, check_id, is_note_id
+from .imports import Imports
 from .lookup import Lookup
-from .model import MAX_QUERY, Event, EventKind, Note
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
+from .model import Note
 from .reader import ScopeReader
-from .recall import RetrievalSettings, Trace
+from .reads import Reads
+from .recall import RetrievalSettings
 from .tables import Tables
-from .views import Changes, Exclusion, NoteHistory, NoteList, RecallResult, ScopeCount, ScopeList, StateFilter
-from .where import check_scope
 from .writes import Writes
 
 log = logging.getLogger(__name__)
 
-SCOPES_NAMED = UnknownScope.NAMED  # the nearest scopes an error about an unknown scope names
 CLOSE_WAIT = 120.0  # seconds `close` waits for this process's erasures and compaction
 
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concatenate[Memory, P], R]:
@@ -47,8 +41,7 @@ def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concaten
     reads that state without checking again (Tables.refresh). An object store that stops answering
     fails it with StoreUnavailable, which says so, rather than with the storage layer's error."""
 
-    @functools.wraps(method)
-    def operation(self: Memory, *args: P.args, **kwargs: P.kwargs) -> R:
+    def operation(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             self.tables.refresh()
             return method(self, *args, **kwargs)
@@ -60,17 +53,32 @@ def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concaten
                 raise
             raise outage from exc
 
+    functools.update_wrapper(operation, method)  # its name, docstring and signature
     return operation
 
 
+def _offered(
+    part: Callable[[Memory], T], method: Callable[Concatenate[T, P], R]
+) -> Callable[Concatenate[Memory, P], R]:
+    """`method` of one of Memory's parts (`part` finds it), offered as an operation of Memory (`_operation`)."""
+
+    def call(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(part(self), *args, **kwargs)
+
+    functools.update_wrapper(call, method)
+    return _operation(call)
+
+
 def _write(method: Callable[Concatenate[Writes, P], R]) -> Callable[Concatenate[Memory, P], R]:
-    """A write of writes.py, offered as an operation of Memory (`_operation`)."""
+    return _offered(lambda memory: memory.writes, method)
 
-    @functools.wraps(method)
-    def write(self: Memory, *args: P.args, **kwargs: P.kwargs) -> R:
-        return method(self.writes, *args, **kwargs)
 
-    return _operation(write)
+def _import(method: Callable[Concatenate[Imports, P], R]) -> Callable[Concatenate[Memory, P], R]:
+    return _offered(lambda memory: memory.imports, method)
+
+
+def _read(method: Callable[Concatenate[Reads, P], R]) -> Callable[Concatenate[Memory, P], R]:
+    return _offered(lambda memory: memory.reads, method)
 
 
 class Memory:
@@ -95,6 +103,8 @@ class Memory:
         self.settings = settings or RetrievalSettings()
         self.lookup = Lookup(self.tables, self.graphs)
         self.writes = Writes(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
+        self.imports = Imports(self.tables, self.graphs, self.lookup, self.embedder, clock)
+        self.reads = Reads(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
 
     def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:
         """Open the database and load the model in the background, then call `then` (on that thread,
@@ -117,23 +127,17 @@ class Memory:
         thread.start()
         return thread
 
-    # -- writing: writes.py -------------------------------------------------------------------
+    # -- writing: writes.py and imports.py ----------------------------------------------------
 
     remember = _write(Writes.remember)
     likely_updates = _write(Writes.likely_updates)
-    import_notes = _write(Writes.import_notes)
-    import_lines = _write(Writes.import_lines)
+    import_notes = _import(Imports.import_notes)
+    import_lines = _import(Imports.import_lines)
     correct = _write(Writes.correct)
     revoke = _write(Writes.revoke)
     reinstate = _write(Writes.reinstate)
     link = _write(Writes.link)
     forget = _write(Writes.forget)
-
-    @_operation
-    def tombstone(self, note_id: str) -> Event | None:
-        """The `forgets` event that erased a note, if one did: when, by whom and why (never its text)."""
-        check_id(note_id, "note_id", prefix=NOTE_PREFIX)
-        return self.tables.tombstone(note_id)
 
     def close(self, timeout: float = CLOSE_WAIT) -> bool:
         """Finish the background work this process started (erasures, a compaction) and start no more:
@@ -151,255 +155,22 @@ class Memory:
         storage) and for a compaction it is running: before a server stops. Whether none is left."""
         return self.tables.finish_upkeep(timeout)
 
-    # -- reading -----------------------------------------------------------------------------
+    # -- reading: reads.py --------------------------------------------------------------------
 
-    @_operation
-    def history(self, note_id: str, as_of: datetime | None = None) -> NoteHistory:
-        note = self.lookup.note(note_id, "note_id")
-        at = utc(as_of) or self.clock()
-        folded = self.lookup.load(note.scope, at, [note])
-        if note_id not in folded.notes:
-            if self.lookup.load(note.scope, note.recorded_at, [note]).notes.get(note_id) is None:
-                raise NotFound("note", note_id, "note_id")  # forgotten; its erasure is under way
-            raise InvalidArgument(
-                "as_of", f"note {note_id} was recorded at {note.recorded_at.isoformat()}, after as_of"
-            )
-        members = folded.chain(note_id).members
-        # an edge into the chain from a note its fold does not reach (a dependant, a note said to state
-        # another fact) shows once that note is read too
-        reader = self.lookup.reader(note.scope)
-        linked = reader.linked_from(members) - folded.notes.keys()
-        if linked:
-            folded = self.lookup.load(note.scope, at, [note, *reader.found(sorted(linked)).values()])
-        chain = build_chain(folded, note_id)
-        in_chain = {*members, *(p.id for p in chain.prerequisites)}
-        events = folded.events_of(members)
-        named = {i for e in events for i in (e.src, e.dst) if i in folded.notes and i not in in_chain}
-        return NoteHistory(
-            note=note_view(note, folded),
-            chain=chain,
-            events=[event_view(e, folded) for e in events],
-            related=[note_view(folded.notes[i], folded) for i in sorted(named)],
-        )
-
-    @_operation
-    def recall(
-        self,
-        query: str,
-        scope: str = "default",
-        budget_tokens: int = 2000,
-        max_chains: int | None = None,
-        include_history: bool = True,
-        as_of: datetime | None = None,
-        named: bool = True,
-        min_entries: int = 0,
-    ) -> RecallResult:
-        """The chains `query` reaches in `scope` (recall.py). A scope nothing was ever stored in is refused
-        as a typo if the caller `named` it (UnknownScope); else it is new, and the result says so.
-
-        A note enters recall when it is close enough to the query in meaning or matches its words;
-        `min_entries` (0 to recall.MAX_ENTRIES) lets at least that many of the best-matching notes in
-        whatever their similarity, each bringing its chain: for a long history the query shares little with."""
-        trace = self._run(query, scope, budget_tokens, max_chains, include_history, as_of, min_entries=min_entries)
-        result = trace.result
-        assert result is not None
-        found_nothing = not result.chains and not result.omitted and not self.graphs.get(result.scope).events
-        if found_nothing and self._unknown_scope(result.scope, named):  # is there anything there at all?
-            result = result.model_copy(update={"scope_is_new": True})
-        unreadable = sorted(self.tables.unreadable & trace.candidates.keys())  # met, found by words alone
-        return result.model_copy(update={"unreadable": unreadable}) if unreadable else result
-
+    tombstone = _read(Reads.tombstone)
+    history = _read(Reads.history)
+    recall = _read(Reads.recall)
     recall_chains = recall  # the tool's name
-
-    @_operation
-    def trace(
-        self,
-        query: str,
-        scope: str = "default",
-        budget_tokens: int = 2000,
-        max_chains: int | None = None,
-        include_history: bool = True,
-        as_of: datetime | None = None,
-    ) -> Trace:
-        """The recall `recall` makes, with all it weighed: every candidate with its ranks and score, the
-        fold, the chains built, those trimmed or dropped as duplicates, and what recall returns
-        (`trace.result`). What `why_excluded` reads; tests and benches check the scores here."""
-        return self._run(query, scope, budget_tokens, max_chains, include_history, as_of)
-
-    @_operation
-    def why_excluded(
-        self,
-        note_id: str,
-        query: str | None = None,
-        scope: str = "default",
-        budget_tokens: int = 2000,
-        as_of: datetime | None = None,
-    ) -> Exclusion:
-        note = self.lookup.note(note_id, "note_id")
-        scope = check_scope(scope)
-        at = utc(as_of) or self.clock()
-        if query is not None and note.scope == scope:
-            # one recall, whose fold also covers this note's chain: explain reads that same fold
-            trace = self._run(query, scope, budget_tokens, None, True, as_of, also=[note])
-            if note_id in trace.fold.notes:
-                return explain(note, trace.fold, scope, trace)
-        folded = self.lookup.load(note.scope, at, [note])
-        if note_id not in folded.notes and note.recorded_at <= at:
-            raise NotFound("note", note_id, "note_id")  # forgotten
-        return explain(note, folded, scope, None)
-
-    @_operation
-    def scopes(self) -> list[ScopeCount]:
-        """Every scope that holds notes or events, with how many of each, busiest first."""
-        counts = self.tables.scopes()
-        listed = [ScopeCount(scope=name, **count) for name, count in counts.items()]
-        return sorted(listed, key=lambda c: (-c.notes, c.scope))
-
-    @_operation
-    def scope_page(
-        self,
-        offset: int = 0,
-        limit: int = 100,
-        contains: str | None = None,
-        default_scope: str | None = None,
-        visible: Callable[[str], bool] | None = None,
-    ) -> ScopeList:
-        """A page of the store's scopes, the most recently changed first (ties by name), each with its
-        counts; only those whose name contains `contains` (any case) if given, and only those `visible`
-        accepts if given (pages and totals count those alone). `limit` is 1 to browse.PAGE_MAX.
-        `default_scope`'s counts come with the page whether it is on it or not."""
-        counts = self.tables.scopes()
-        listed = (ScopeCount(scope=name, **count) for name, count in counts.items() if visible is None or visible(name))
-        return browse.list_scopes(listed, offset, limit, contains, default_scope)
-
-    @_operation
-    def scope_of(self, target_id: str, field: str = "note_id") -> str:
-        """The scope of a note (kept, or forgotten with its tombstone left) or of an event, by id;
-        NotFound naming `field` when there is none."""
-        check_id(target_id, field)
-        if is_note_id(target_id):
-            try:
-                return self.lookup.note(target_id, field).scope
-            except NotFound:
-                tombstone = self.tables.tombstone(target_id)
-                if tombstone is None:
-                    raise
-                return tombstone.scope
-        event = self.tables.event(target_id)
-        if event is None:
-            raise NotFound("event", target_id, field)
-        return event.scope
-
-    @_operation
-    def stats(self) -> dict[str, object]:
-        stored = self.tables.stored_model()
-        return {
-            "db": self.tables.uri,
-            "model": stored[0] if stored else self.embedder.name,
-            "dimension": stored[1] if stored else None,
-            **self.tables.count(),
-        }
-
-    # -- internals ---------------------------------------------------------------------------
-
-    def _run(
-        self,
-        query: str,
-        scope: str,
-        budget: int,
-        max_chains: int | None,
-        include_history: bool,
-        as_of: datetime | None,
-        also: Sequence[Note] = (),
-        min_entries: int = 0,
-    ) -> Trace:
-        if not query.strip():
-            raise InvalidArgument("query", "must not be empty")
-        if len(query) > MAX_QUERY:
-            raise InvalidArgument("query", f"has {len(query)} characters; the limit is {MAX_QUERY}")
-        if budget < 1:
-            raise InvalidArgument("budget_tokens", "must be at least 1")
-        scope = check_scope(scope)
-
-        reader = self.lookup.reader(scope, also)
-        trace = recall.run(
-            reader, self.embedder, query, now=self.clock(), as_of=utc(as_of), budget_tokens=budget,
-            max_chains=max_chains, include_history=include_history, settings=self.settings, min_entries=min_entries,
-        )  # fmt: skip
-        self.lookup.loaded.version = reader.version
-        return trace
+    trace = _read(Reads.trace)
+    why_excluded = _read(Reads.why_excluded)
+    scopes = _read(Reads.scopes)
+    scope_page = _read(Reads.scope_page)
+    scope_of = _read(Reads.scope_of)
+    stats = _read(Reads.stats)
+    list_notes = _read(Reads.list_notes)
+    changes = _read(Reads.changes)
+    export = _read(Reads.export)
 
     def reader(self, scope: str, also: Sequence[Note] = ()) -> ScopeReader:
         """A reader of `scope` for one call (lookup.py)."""
         return self.lookup.reader(scope, also)
-
-    # -- looking through a memory: browse.py -------------------------------------------------
-
-    @_operation
-    def list_notes(
-        self,
-        scope: str = "default",
-        state: StateFilter = "all",
-        offset: int = 0,
-        limit: int = 50,
-        as_of: datetime | None = None,
-        named: bool = True,
-    ) -> NoteList:
-        """A page of a scope's notes, newest first, filtered by state, with the scope's counts by state (a
-        scope nothing was stored in: as `recall` says)."""
-        scope = check_scope(scope)
-        if state not in ("current", "history", "all"):
-            raise InvalidArgument("state", f"{state!r} is not a state filter: use 'current', 'history' or 'all'")
-        browse.check_page(offset, limit)
-        notes = [note for note, _ in self.tables.scope_notes(scope)]
-        graph = self.graphs.get(scope)  # after the notes were read (graph.py)
-        if not notes and not graph.events:
-            self._unknown_scope(scope, named)
-        folded = fold(notes, graph.all_events(), utc(as_of) or self.clock())
-        return browse.list_notes(folded, scope, state, offset, limit, utc(as_of))
-
-    @_operation
-    def changes(self, since: datetime, scope: str = "default", limit: int = 50, named: bool = True) -> Changes:
-        """What was corrected, revoked, reinstated or forgotten in a scope after `since`, newest first,
-        each with its chain's current notes (a scope nothing was stored in: as `recall` says)."""
-        scope = check_scope(scope)
-        browse.check_page(0, limit)
-        since_utc = utc(since)
-        assert since_utc is not None
-        now = self.clock()
-        graph = self.graphs.get(scope)
-        if not graph.events and scope not in self.tables.scopes():
-            self._unknown_scope(scope, named)
-        listed = browse.changed_since(graph.all_events(), since_utc)
-        mentioned: set[str] = set()
-        for e in listed:
-            if e.kind is not EventKind.FORGETS:
-                mentioned.add(e.dst if is_note_id(e.dst) or e.dst not in graph.events else graph.events[e.dst].dst)
-                mentioned.update([e.src] if e.src else [])
-        notes = self.tables.notes(mentioned)
-        folded = self.lookup.load(scope, now, list(notes.values()))
-        return browse.changes(folded, listed, scope, since_utc, limit)
-
-    def _unknown_scope(self, scope: str, named: bool = True) -> bool:
-        """Whether nothing was ever stored in `scope`. Reading such a scope that its caller `named`, while
-        others exist, is most often a typo (of a scope, or of the store's path): UnknownScope, naming the
-        nearest, never an empty answer that looks like a memory lost. A scope the caller derived itself
-        (a session's project's) is never a typo: it is new, and the answer is empty."""
-        counts = {c.scope: c.notes for c in self.scopes()}
-        if scope in counts:
-            return False
-        if named and counts:
-            raise UnknownScope(scope, counts)
-        return True
-
-    # -- moving a memory: transfer.py --------------------------------------------------------
-
-    @_operation
-    def export(self, scope: str | None = None, vectors: bool = False) -> Iterator[str]:
-        """One scope (every scope, for None) as JSON Lines: notes and events with every stored field."""
-        if scope is not None:
-            scope = check_scope(scope)
-            if scope not in self.tables.scopes():
-                self._unknown_scope(scope)
-        scopes = [scope] if scope is not None else sorted(self.tables.scopes())
-        return transfer.export_lines(self.tables, scopes, self.embedder.name, self.clock(), vectors)

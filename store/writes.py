@@ -13,25 +13,21 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import overload
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from . import recall, transfer, updates, where
+from . import recall, updates
 from .chains import build_chain, event_view, note_view
 from .checks import checked_reason, checked_text, current_or_refuse, exist, new_event, new_note, utc
 from .commit import Commits
 from .embedder import Embedder
 from .errors import Conflict, InvalidArgument, NotFound
-from .fold import Fold, fold
+from .fold import Fold
 from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id
 from .lookup import Lookup
 from .model import MAX_LINKS, Draft, EventKind, Note, NoteState
 from .recall import Candidate, RetrievalSettings
 from .tables import Tables
-from .views import Corrected, Forgotten, Imported, LifecycleChange, LikelyUpdate, Linked, NoteView, Remembered, Similar
+from .views import Corrected, Forgotten, LifecycleChange, LikelyUpdate, Linked, NoteView, Remembered, Similar
 from .where import check_scope
 
 SIMILAR_SHOWN = 5
@@ -45,34 +41,6 @@ LINK_KINDS = (EventKind.DEPENDS_ON, EventKind.REFINES, EventKind.SUPERSEDES, Eve
 # Where writes embed their note while they read (Writes.embed_note): a thread per call under way.
 _EMBEDDING = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-embed")
 NEW_NOTE = "<new note id>"  # the new note in a likely update's call, before it is stored
-
-
-class ImportedNotes(Sequence[NoteView]):
-    """What `import_notes` answers: one note per draft, in order (a sequence of them), each the note that
-    holds the draft's text, written by this call or already current; and `skipped`, the positions of
-    the drafts that were not written because of that."""
-
-    def __init__(self, notes: list[NoteView], skipped: list[int]) -> None:
-        self.notes = notes
-        self.skipped = skipped
-
-    @property
-    def written(self) -> int:
-        """How many notes this call stored."""
-        return len(self.notes) - len(self.skipped)
-
-    @overload
-    def __getitem__(self, index: int) -> NoteView: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[NoteView]: ...
-    def __getitem__(self, index: int | slice) -> NoteView | list[NoteView]:
-        return self.notes[index]
-
-    def __len__(self) -> int:
-        return len(self.notes)
-
-    def __repr__(self) -> str:
-        return f"ImportedNotes({len(self.notes)} notes: {self.written} written, {len(self.skipped)} skipped)"
 
 
 def _likely_update(new_id: str, proposal: updates.Proposal, folded: Fold) -> LikelyUpdate:
@@ -175,76 +143,6 @@ class Writes:
         named = set(supersedes)
         active = [(n, s) for n, s in self._active(similar_to, readable, before) if n.id not in named]
         return [_likely_update(NEW_NOTE, p, before) for p in updates.likely_updates(note, active)]
-
-    def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> ImportedNotes:
-        """Store many notes (a conversation history, an export): no edges, no similar-notes check. Each
-        draft's `at` dates its note, as `remember`'s does.
-
-        A draft whose text is exactly that of a current note of the scope, or of an earlier draft of the
-        call, is not stored again, as `remember` would not store it: the answer still has one note per
-        draft, in order, and in that draft's place is the note that holds the text; `skipped` lists those
-        drafts' positions. Every draft is checked before anything is stored; then each batch of
-        `transfer.BATCH` notes is embedded at once and appended in one write (transfer.write_notes), so a
-        long import is several writes, not one.
-        """
-        now = self.clock()
-        scope = check_scope(scope)
-        notes = [new_note(d, scope, actor, now) for d in drafts]
-        holding, before = self._current_by_text(scope, {n.text for n in notes}, now)
-        held_by: list[Note] = []  # for each draft, the note that holds its text
-        skipped: list[int] = []
-        written: list[Note] = []
-        for position, note in enumerate(notes):
-            held = holding.get(note.text)
-            if held is None:
-                holding[note.text] = note
-                written.append(note)
-            else:
-                skipped.append(position)
-            held_by.append(held or note)
-        transfer.write_notes(self.tables, self.embedder, written)
-        after = fold(written, [], max([now, *(n.recorded_at for n in written)]))  # new notes have no edges yet
-        return ImportedNotes([note_view(n, after if n.id in after.notes else before) for n in held_by], skipped)
-
-    def _current_by_text(self, scope: str, texts: set[str], at: datetime) -> tuple[dict[str, Note], Fold]:
-        """The current notes of `scope` (at `at`) whose text is one of `texts`, by text (the earliest
-        recorded, where two are), and the fold that says they are current. One scan of the scope's ids
-        and texts, the vectors left out; the notes found are then read and folded by id."""
-        table = self.tables.notes_table()
-        if table is None or not texts:
-            return {}, fold([], [], at)
-        rows = self.tables.scan(table, ["id", "text"], where.scope_is(scope))
-        same = rows.filter(pc.is_in(rows["text"], value_set=pa.array(sorted(texts))))
-        ids = list(dict.fromkeys(same["id"].to_pylist()))
-        if not ids:
-            return {}, fold([], [], at)
-        found = self.lookup.reader(scope).found(ids)
-        before = self.lookup.load(scope, at, list(found.values()))
-        current = sorted(
-            (n for n in found.values() if n.id in before.notes and before.state(n.id) is NoteState.ACTIVE),
-            key=lambda n: (n.recorded_at, n.id),
-        )
-        holding: dict[str, Note] = {}
-        for note in current:
-            holding.setdefault(note.text, note)
-        return holding, before
-
-    def import_lines(
-        self,
-        lines: Iterable[str],
-        scope: str = "default",
-        actor: str | None = None,
-        source: str = "import",
-        progress: transfer.Progress | None = None,
-        partial: bool = False,
-    ) -> Imported:
-        """Import a corrigenda export (into the scopes it names) or a knowledge-graph memory.jsonl (into
-        `scope`), checked in full first; records already stored are left as they are. An export without
-        its trailer, or not matching it, is refused unless `partial` (transfer.py)."""
-        parsed = transfer.parse(lines, scope, actor, source, self.clock(), partial)
-        imported = transfer.import_parsed(self.tables, self.embedder, parsed, progress)
-        self.graphs.drop_all()  # its events were appended outside the graphs' bookkeeping
-        return imported
 
     def correct(
         self,

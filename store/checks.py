@@ -6,8 +6,8 @@ Pure functions of their arguments (the store is read by the write path, writes.p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
 from .errors import Conflict, InvalidArgument, NotFound
 from .fold import Fold
@@ -15,11 +15,31 @@ from .ids import new_event_id, new_note_id
 from .model import Draft, Event, EventKind, Note, NoteFields, NoteState, check_event, check_fields
 from .where import check_scope
 
+# How far past the store's clock a given time may be (a draft's `at`, an import's `recorded_at`): clocks
+# of two machines differ; a year 9000 is no clock's error. A record dated later than now is read by
+# nothing until then (every read reads what was recorded until now).
+CLOCK_ALLOWANCE = timedelta(days=1)
+
 
 def utc(t: datetime | None) -> datetime | None:
     if t is None:
         return None
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def recorded_time(at: datetime | None, clock: Callable[[], datetime], field: str = "at") -> datetime:
+    """When a write is recorded: `at` (a back-dated write: an import, a history), else the clock's now.
+    InvalidArgument naming `field` for an `at` later than now and CLOCK_ALLOWANCE."""
+    now = clock()
+    given = utc(at)
+    if given is None:
+        return now
+    if given > now + CLOCK_ALLOWANCE:
+        raise InvalidArgument(
+            field, f"{given.isoformat()} is in the future: later than this store's clock "
+            f"({now.isoformat(timespec='seconds')}) by more than a day; a write's time is when it was recorded"
+        )  # fmt: skip
+    return given
 
 
 def current_or_refuse(before: Fold, note_id: str) -> None:

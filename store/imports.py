@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from . import transfer, where
 from .chains import note_view
-from .checks import new_note
+from .checks import new_note, recorded_time
 from .embedder import Embedder
 from .fold import Fold, fold
 from .graph import Graphs
@@ -80,6 +80,8 @@ class Imports:
         """
         now = self.clock()
         scope = check_scope(scope)
+        for position, draft in enumerate(drafts):
+            recorded_time(draft.at, lambda: now, f"drafts[{position}].at")
         notes = [new_note(d, scope, actor, now) for d in drafts]
         holding, before = self._current_by_text(scope, {n.text for n in notes}, now)
         held_by: list[Note] = []  # for each draft, the note that holds its text

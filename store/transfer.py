@@ -11,9 +11,10 @@ a file is:
   missing); the header's model and dimension against the store's; each line parsed and checked as a
   write checks a note (store/model.py), with a tool call's types (a number is a JSON number, a time
   an ISO 8601 string: server/arguments.py); each vector's every element a finite number within
-  float32's range, as many as the header's dimension; every edge's notes, and every tombstone's note,
-  found in the file or the store, in the edge's scope; a bad line is named by its number and field,
-  and nothing is stored;
+  float32's range, as many as the header's dimension; each record's recorded_at no later than the
+  store's clock and a day (CLOCK_ALLOWANCE); every edge's notes, and every tombstone's note, found in
+  the file or the store, in the edge's scope; a bad line is named by its number and field, and nothing
+  is stored;
 - embedded in full before anything is written, so that the model cannot fail half-way;
 - idempotent: a record whose id is stored already is left alone (one stored with other content
   is refused), so importing a file twice changes nothing;
@@ -43,6 +44,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from .checks import CLOCK_ALLOWANCE
 from .embedder import Embedder
 from .errors import InvalidArgument
 from .ids import EVENT_PREFIX, NOTE_PREFIX, check_id, derived_id, is_note_id
@@ -57,6 +59,10 @@ TRAILER = "end"
 BATCH = 256  # notes embedded and written at once: one model call, one append
 LOOKUP = 1000  # ids per query when looking for stored notes
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # a vector's elements are stored as float32
+# A record's recorded_at is when it was recorded: not later than the importing store's clock, give or take
+# a day for clocks that differ. One dated later (year 9000, say) would be stored, counted and exported, yet
+# every read is of what was recorded until now: no recall, list or history would show it, nor could it
+# be corrected, and an event so dated would act only then.
 
 Progress = Callable[[int, int], None]  # (notes written, notes to write)
 Format = Literal["corrigenda", "knowledge-graph"]
@@ -195,7 +201,7 @@ def parse(
     number, record = first
     if record["type"] == FORMAT:
         digest.restart()  # after the header
-        return _parse_export(number, record, records, digest, partial)
+        return _parse_export(number, record, records, digest, partial, now)
     if record["type"] in ("entity", "relation"):
         return _parse_graph([first, *records], check_scope(scope), actor, source, now)
     raise InvalidArgument(
@@ -206,7 +212,12 @@ def parse(
 
 
 def _parse_export(
-    number: int, header: dict[str, Any], records: Iterator[tuple[int, dict[str, Any]]], digest: _Digest, partial: bool
+    number: int,
+    header: dict[str, Any],
+    records: Iterator[tuple[int, dict[str, Any]]],
+    digest: _Digest,
+    partial: bool,
+    now: datetime,
 ) -> Parsed:
     version = header.get("version")
     if version not in (1, VERSION):
@@ -227,11 +238,13 @@ def _parse_export(
             elif kind == "note":
                 vector = record.pop("vector", None)
                 note = note_from_record(record)
+                _not_after(note.recorded_at, now)
                 if vector is not None:
                     parsed.vectors[note.id] = _vector(vector, dimension)
                 _add(parsed, note.id, note, number)
             elif kind == "event":
                 event = event_from_record(record)
+                _not_after(event.recorded_at, now)
                 _add(parsed, event.id, event, number)
             else:
                 raise InvalidArgument("type", f"{kind!r} is not a record of an export (note or event)")
@@ -264,6 +277,16 @@ def _not_whole(parsed: Parsed, trailer: Mapping[str, Any] | None, digest: str, v
     if trailer.get("sha256") != digest:
         return "the lines differ from the ones the trailer's digest was made of"
     return None
+
+
+def _not_after(recorded_at: datetime, now: datetime) -> None:
+    """A record's time no later than `now` and CLOCK_ALLOWANCE (the earliest time is model.check_time's)."""
+    now = (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).astimezone(UTC)  # a clock without an offset: UTC
+    if recorded_at > now + CLOCK_ALLOWANCE:
+        raise InvalidArgument(
+            "recorded_at", f"{recorded_at.isoformat()} is in the future: later than this store's clock "
+            f"({now.isoformat(timespec='seconds')}) by more than a day; a record's time is when it was recorded"
+        )  # fmt: skip
 
 
 def _vector(value: Any, dimension: int | None) -> list[float]:

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from . import recall, updates
 from .chains import build_chain, event_view, note_view
-from .checks import checked_reason, checked_text, current_or_refuse, exist, new_event, new_note, utc
+from .checks import checked_reason, checked_text, current_or_refuse, exist, new_event, new_note, recorded_time
 from .commit import Commits
 from .embedder import Embedder
 from .errors import Conflict, InvalidArgument, NotFound
@@ -89,7 +89,7 @@ class Writes:
         answer is that note, `changed: false` (README, "Guard rails").
         """
         scope = check_scope(scope)
-        now = utc(draft.at) or self.clock()
+        now = recorded_time(draft.at, self.clock)
         note = new_note(draft, scope, actor, now)
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
             if len(set(targets)) != len(targets):
@@ -167,7 +167,7 @@ class Writes:
         old = self.lookup.note(note_id, "note_id")
         if scope is not None and check_scope(scope) != old.scope:
             raise InvalidArgument("scope", f"note {note_id} is in scope {old.scope!r}; a correction stays in its scope")
-        now = utc(draft.at) or self.clock()
+        now = recorded_time(draft.at, self.clock)
         kept = {field: getattr(old, field) for field in CORRECTION_KEEPS if field not in draft.model_fields_set}
         note = new_note(draft.model_copy(update=kept), old.scope, actor, now)
         if depends_on is not None and len(set(depends_on)) != len(depends_on):
@@ -197,7 +197,7 @@ class Writes:
         """Mark a note as wrong, with no replacement. Revoking a correction brings back what it replaced."""
         reason = checked_reason(reason)
         note = self.lookup.note(note_id, "note_id")
-        now = utc(at) or self.clock()
+        now = recorded_time(at, self.clock)
         before = self.lookup.load(note.scope, now, [note])
         exist(before, {note_id: note}, {"note_id": [note_id]})
         status = before.status[note_id]
@@ -215,7 +215,7 @@ class Writes:
         """Undo what excludes a note (a note id), or retract one revocation or supersession (an event id)."""
         reason = checked_reason(reason)
         check_id(target_id, "target_id")
-        now = utc(at) or self.clock()
+        now = recorded_time(at, self.clock)
         if is_note_id(target_id):
             note = self.lookup.note(target_id, "target_id")
             before = self.lookup.load(note.scope, now, [note])
@@ -275,7 +275,7 @@ class Writes:
         if kind == EventKind.SUPERSEDES:
             reason = checked_reason(reason)
         src = self.lookup.note(src_id, "src_id")
-        now = utc(at) or self.clock()
+        now = recorded_time(at, self.clock)
         named = self._targets(src, {"dst_id": [dst_id]})
         before = self.lookup.load(src.scope, now, [src, *named.values()])
         exist(before, {src_id: src, **named}, {"src_id": [src_id], "dst_id": [dst_id]})

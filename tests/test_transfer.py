@@ -343,7 +343,7 @@ def test_an_export_that_fails_leaves_no_partial_file(tmp_path: Path, memory: Mem
     memory.remember(Draft(text="A note to export"), scope="s")
     header = next(memory.export())
 
-    def failing(scope: str | None, vectors: bool) -> Iterator[str]:
+    def failing(scope: str | None = None, vectors: bool = False) -> Iterator[str]:
         yield header
         raise OSError("disk full")
 
@@ -661,3 +661,51 @@ def test_an_import_takes_a_byte_order_mark_and_refuses_deep_nesting_numbers_as_t
         assert target.stats()["notes"] == 0
     done = target.import_lines(["\ufeff" + good[0], *good[1:]])
     assert (done.notes_written, done.events_written) == (1, 1)
+
+
+def test_an_import_refuses_a_record_dated_later_than_the_stores_clock_and_a_day(
+    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """A note dated year 9000 was imported, counted and exported, yet no read showed it (each reads what
+    was recorded until now) and its history failed; an event so dated would act only then. A day later
+    than the store's clock is let in (clocks differ), and the earliest time stays year 1 (check_time)."""
+    now = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+    dropped = memory.remember(Draft(text="The cache is Redis", at=now - timedelta(hours=2)), scope="ops").note
+    memory.revoke(dropped.id, reason="it is Valkey now", at=now - timedelta(hours=1))
+    good = list(memory.export())
+    event = len(good) - 2
+    target = Memory(str(tmp_path / "target"), embedder, clock=lambda: now)
+    for lines, number, shown in (
+        (edit(good, 1, recorded_at="9000-01-01T00:00:00Z"), 2, "9000-01-01T00:00:00+00:00"),
+        (edit(good, 1, recorded_at="2026-11-02T09:00:01Z"), 2, "2026-11-02T09:00:01+00:00"),
+        (edit(good, 1, recorded_at="2026-11-02T09:00:00-00:01"), 2, "2026-11-02T09:00:00-00:01"),
+        (edit(good, event, recorded_at="9999-12-31T23:59:59Z"), event + 1, "9999-12-31T23:59:59+00:00"),
+    ):
+        problem = f"recorded_at: {re.escape(shown)} is in the future: later than this store's clock"
+        with pytest.raises(InvalidArgument, match=rf"^line {number}: {problem} \(2026-11-01T09:00:00\+00:00\) by more"):
+            target.import_lines(trailed(lines[:-1]))
+        assert target.stats()["notes"] == 0
+    within_a_day = edit(edit(good, 1, recorded_at="2026-11-02T08:59:59Z"), event, recorded_at="2026-11-02T09:00:00Z")
+    done = target.import_lines(trailed(within_a_day[:-1]))
+    assert (done.notes_written, done.events_written) == (1, 1)
+    with pytest.raises(InvalidArgument, match=r"^line 2: recorded_at: .* outside the supported range"):
+        target.import_lines(trailed(edit(good, 1, recorded_at="0001-01-01T00:00:00+01:00")[:-1]))
+
+
+def test_a_write_dated_later_than_the_stores_clock_and_a_day_is_refused_by_the_python_api_too(
+    memory: Memory,
+) -> None:
+    """`Draft(at=…)` back-dates a note (a history loaded with its dates); a date of year 9000 was stored,
+    and no read showed the note until then. Refused, naming the field, and nothing is stored."""
+    far = datetime(9000, 1, 1, tzinfo=UTC)
+    soon = datetime.now(UTC) + timedelta(hours=12)  # within a day: another machine's clock
+    with pytest.raises(InvalidArgument, match=r"^at: 9000-01-01T00:00:00\+00:00 is in the future"):
+        memory.remember(Draft(text="The cache is Redis", at=far), scope="ops")
+    drafts = [Draft(text="The cache is Redis"), Draft(text="The queue is Kafka", at=far)]
+    with pytest.raises(InvalidArgument, match=r"^drafts\[1\]\.at: 9000"):
+        memory.import_notes(drafts, scope="ops")
+    assert memory.stats()["notes"] == 0
+    note = memory.remember(Draft(text="The cache is Valkey", at=soon), scope="ops").note
+    with pytest.raises(InvalidArgument, match=r"^at: 9000"):
+        memory.revoke(note.id, reason="it moved", at=far)
+    assert memory.history(note.id, as_of=soon).note.state == "active"

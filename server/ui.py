@@ -115,7 +115,6 @@ def build_ui(
     """The web view over one store; `default_scope` (the project's) is where it opens when that holds
     notes and the caller may read it; `clock` is the time its sessions go by. GrantsError if the
     settings' grants file cannot be used."""
-    csrf = secrets.token_urlsafe(32)
     # The fleet's configured key, else this process's own: its sessions end with it.
     configured = settings.session_secret
     sessions = Sessions(configured.get_secret_value().encode() if configured else secrets.token_bytes(32), clock)
@@ -180,7 +179,7 @@ def build_ui(
             listed = listed.model_copy(update={"default_counts": listed.scopes[0]})
         return h.Here(
             base=request.scope.get("root_path", "").rstrip("/"), scope=chosen, as_of=as_of,
-            q=request.query_params.get("q", "").strip(), csrf=csrf, notice=DONE.get(request.query_params.get("done", "")),
+            q=request.query_params.get("q", "").strip(), csrf=sessions.form_token(session_of(request)), notice=DONE.get(request.query_params.get("done", "")),
             scopes=listed, writable=writable(request), person=pages.recorded_as(settings, grant_of(request)),
             instead_of=project if chosen != (named or project) else None,
         )  # fmt: skip
@@ -419,7 +418,8 @@ def build_ui(
         Refused (403)."""
         same_origin(request)
         form = await request.form()
-        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), csrf.encode()):
+        expected = sessions.form_token(session_of(request))
+        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), expected.encode()):
             raise Refused(
                 "this form is out of date or did not come from this web view: reload the page and try again", 403
             )
@@ -490,7 +490,7 @@ def build_ui(
         elif action == "reinstate":
             memory.reinstate(note_id, reason=reason, actor=person)
         elif action == "link":
-            memory.link(note_id, field(form, "dst_id"), field(form, "kind"), reason=reason, actor=person)  # type: ignore[arg-type]
+            memory.link(note_id, field(form, "dst_id"), field(form, "kind"), reason=reason, actor=person)
         elif action == "forget":
             memory.forget(note_id, reason=reason, actor=person)
         else:
@@ -511,7 +511,7 @@ def build_ui(
         project = default_scope if shown is None or shown(default_scope) else ""
         return h.Here(
             base=request.scope.get("root_path", "").rstrip("/"), scope=request.query_params.get("scope") or project,
-            as_of=None, q="", csrf=csrf, person=pages.recorded_as(settings, grant_of(request)),
+            as_of=None, q="", csrf=sessions.form_token(session_of(request)), person=pages.recorded_as(settings, grant_of(request)),
         )  # fmt: skip
 
     def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:

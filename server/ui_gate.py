@@ -156,6 +156,13 @@ class Sessions:
         else:
             self.ended_until[session.name] = int(now)
 
+    def form_token(self, session: Session | None) -> str:
+        """The token a page's forms carry, and a POST must bring back: the MAC of the caller's session
+        (of the local user or a bearer, who have none: the same for every such caller). Every server of
+        a fleet that shares the secret makes the same, so a page from one posts to another."""
+        said = f"corrigenda web view form\n{session.id if session else ''}"
+        return hmac.new(self.secret, said.encode(), hashlib.sha256).hexdigest()
+
     def _mac(self, session: Session, token_digest: str) -> str:
         said = f"corrigenda web view session\n{session.name}\n{session.id}\n{session.opened}\n{token_digest}"
         return hmac.new(self.secret, said.encode(), hashlib.sha256).hexdigest()

@@ -624,6 +624,28 @@ def test_a_session_opens_only_the_servers_that_share_its_secret(memory: Memory, 
         assert other.get("/").status_code == 401
 
 
+def test_a_page_from_one_server_of_a_fleet_posts_to_another_and_its_form_token_is_its_sessions_own(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """Behind a balancer, a page served by one server is posted to another: with the fleet's secret the
+    form token is the same on both (it was drawn per process, and every such post was refused). It is
+    the session's own: another session's page cannot lend its token."""
+    note = memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada").note
+    with granted(memory, tmp_path, session_secret=SECRET) as first:
+        cookie = logged_in(first)
+        token = form_token(first.get(f"/chain/{note.id}").text)
+        first.cookies.clear()
+        bobs = form_token(first.get(f"/chain/{note.id}?token={BOB}").text)
+    fields = {"action": "revoke", "note_id": note.id, "reason": "the runner is green now", "confirmed": "yes"}
+    with granted(memory, tmp_path, session_secret=SECRET) as second:
+        second.cookies.set("corrigenda_ui", cookie)
+        lent = second.post("/act", data={**fields, "csrf": bobs})
+        assert lent.status_code == 403 and memory.history(note.id).chain.heads[0].state == "active"
+        posted = second.post("/act", data={**fields, "csrf": token}, follow_redirects=False)
+        assert posted.status_code == 303, posted.text
+    assert memory.history(note.id).note.state == "revoked"
+
+
 def test_the_session_of_a_credential_removed_or_given_a_new_token_opens_nothing(memory: Memory, tmp_path: Path) -> None:
     memory.remember(Draft(text="Ada build runs on the blue runner"), scope="ada")
     with granted(memory, tmp_path, session_secret=SECRET) as client:

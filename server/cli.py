@@ -183,8 +183,8 @@ def _parser() -> argparse.ArgumentParser:
     setup = commands.add_parser(
         "install",
         help="write corrigenda's entry into an MCP client's configuration (keeps the rest, and a backup)",
-        description="VS Code's folders (its MCP roots) choose the project, a window without one is scope "
-        "'default'; Cursor gets --project ${workspaceFolder}; Claude Code starts the server in the project; "
+        description="VS Code's folders (its MCP roots) and Cursor's (its WORKSPACE_FOLDER_PATHS) choose the "
+        "project, a window without one is scope 'default'; Claude Code starts the server in the project; "
         "Claude Desktop has no workspace (scope 'default' unless --project or --scope is given). --db, --scope "
         "and --model are passed on as CORRIGENDA_* variables. An entry already there is updated, keeping its "
         "env and other keys; comments, the file's mode and a symlink are kept; each run leaves a backup.",
@@ -504,17 +504,17 @@ def _write(args: argparse.Namespace, memory: Memory, scope: str, now: datetime, 
         }
         draft = Draft(text=args.text, **given, **{k: v for k, v in valid.items() if v is not None})
         if args.command == "remember":
-            r = memory.remember(draft, scope=scope, actor=actor)
-            _show(r, render.remembered(r), args.json)
+            remembered = memory.remember(draft, scope=scope, actor=actor)
+            _show(remembered, render.remembered(remembered), args.json)
         else:
             c = memory.correct(args.note_id, draft, reason=args.reason, actor=actor, fork=args.fork)
             _show(c, render.corrected(c), args.json)
     elif args.command == "revoke":
-        r = memory.revoke(args.note_id, reason=args.reason, actor=actor)
-        _show(r, render.lifecycle(r, "Revoked"), args.json)
+        revoked = memory.revoke(args.note_id, reason=args.reason, actor=actor)
+        _show(revoked, render.lifecycle(revoked, "Revoked"), args.json)
     elif args.command == "reinstate":
-        r = memory.reinstate(args.target_id, reason=args.reason, actor=actor)
-        _show(r, render.lifecycle(r, "Reinstated"), args.json)
+        reinstated = memory.reinstate(args.target_id, reason=args.reason, actor=actor)
+        _show(reinstated, render.lifecycle(reinstated, "Reinstated"), args.json)
     elif args.command == "link":
         linked = memory.link(args.src_id, args.dst_id, args.kind, reason=args.reason, actor=actor)
         _show(linked, render.linked(linked), args.json)

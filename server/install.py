@@ -5,8 +5,11 @@ not see the shell's PATH), and wires the project (project.py) the way each clien
 - VS Code sends its folders as MCP roots: the entry names no folder, the first root is the project,
   and a window with no folder is scope 'default'. (`${workspaceFolder}` in the user-level file makes
   VS Code refuse to start the server in a window with no folder or with several: vscode#243526.)
-- Cursor starts servers in the home folder and does not answer roots/list (as its users report): the
-  entry passes `${workspaceFolder}` as --project, which Cursor fills in per window;
+- Cursor names its window's folders in WORKSPACE_FOLDER_PATHS, set for the servers it starts, and
+  declares roots but answers roots/list with an error (as its users report): the entry names no folder
+  either, the first of those folders is the project, and a window with no folder is scope 'default'
+  (Cursor starts servers in "/" or the home folder, which are no project). An entry an older install
+  wrote with `--project ${workspaceFolder}` gets the new args like any other change of the entry;
 - Claude Code starts a server in the folder it was started in: the working directory's work tree;
 - Claude Desktop has no workspace: the scope is 'default' unless --project or --scope is given.
 
@@ -111,8 +114,6 @@ def entry(client: str, command: str, project: str | None = None, env: Mapping[st
     args = ["serve"]
     if project is not None:
         args += ["--project", project]
-    elif client == "cursor":
-        args += ["--project", "${workspaceFolder}"]
     value: dict[str, Any] = {"command": command, "args": args}
     if client in ("vscode", "claude-code"):
         value = {"type": "stdio", **value}

@@ -23,14 +23,22 @@ from mcp_types import Icon
 CHAINS_URI = "ui://corrigenda/chains.html"
 PAGE = Path(__file__).with_name("ui_static") / "chains-app.html"
 ICON = Path(__file__).with_name("ui_static") / "favicon.svg"
+ICON_PNG = Path(__file__).with_name("ui_static") / "icon.png"  # drawn from the SVG by bench/icon_png.py
+ICON_PNG_SIZE = "64x64"
 
 
 def icons() -> list[Icon]:
     """corrigenda's icon, as clients show it beside the server, its tools, resources and prompts: the web
-    view's own (a check mark), inline as a `data:` URI so that showing it needs no network. A plain SVG
-    of two shapes, with no script or link a client would have to guard against."""
+    view's own (a check mark), inline as `data:` URIs so that showing it needs no network. A client that
+    shows icons must support PNG and JPEG and only should support SVG (the spec's icons, 2025-11-25): the
+    PNG comes first, then the SVG for any size, a plain one of two shapes with no script or link a client
+    would have to guard against."""
+    png = base64.b64encode(ICON_PNG.read_bytes()).decode("ascii")
     svg = base64.b64encode(ICON.read_bytes()).decode("ascii")
-    return [Icon(src=f"data:image/svg+xml;base64,{svg}", sizes=["any"])]  # the URI names its type
+    return [
+        Icon(src=f"data:image/png;base64,{png}", mime_type="image/png", sizes=[ICON_PNG_SIZE]),
+        Icon(src=f"data:image/svg+xml;base64,{svg}", mime_type="image/svg+xml", sizes=["any"]),
+    ]
 
 
 # `_meta` of a tool the app renders. The flat "ui/resourceUri" key is the extension's deprecated

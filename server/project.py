@@ -10,10 +10,15 @@ A folder gets the same scope whichever way it is given, so one folder is one sco
 
 Which folder a session or command uses, first that applies (after a scope the call names, and
 `--scope` / CORRIGENDA_SCOPE, a scope by name that needs no folder):
-1. the client's first workspace root (MCP roots: clients of protocol versions before 2026-07-28);
-2. `--project DIR` / CORRIGENDA_PROJECT (what the client snippets pass: VS Code's and Cursor's
-   `${workspaceFolder}`);
-3. CLAUDE_PROJECT_DIR, which Claude Code sets for the servers it starts;
+1. the client's first workspace root (MCP roots: clients of protocol versions before 2026-07-28;
+   a client that declares roots but answers roots/list with an error, as Cursor's users report of
+   it, has none);
+2. `--project DIR` / CORRIGENDA_PROJECT (a fixed folder, `corrigenda install --project`); a value still
+   holding a client's variable (`${workspaceFolder}` that the client did not fill in) is no folder: it
+   is logged and passed over;
+3. CLAUDE_PROJECT_DIR, which Claude Code sets for the servers it starts, then WORKSPACE_FOLDER_PATHS,
+   which Cursor sets (its window's folders, a JSON array or one path: the first folder; a value naming
+   no folder here is logged and passed over);
 4. the working directory of the process (`serve`, `ui` and every command: where it was started);
 5. else the scope "default".
 
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Collection
@@ -40,6 +47,10 @@ HASH_CHARS = 6
 WORK_TREE_MARKERS = (".git", ".hg", ".jj")
 NOT_PROJECTS = "the filesystem's root, the home folder or the temporary folder"
 CLAUDE_PROJECT_DIR = "CLAUDE_PROJECT_DIR"  # the project Claude Code (2.1.141 on) gives the servers it starts
+WORKSPACE_FOLDER_PATHS = "WORKSPACE_FOLDER_PATHS"  # the folders of the Cursor window that started the server
+UNEXPANDED = "${"  # a client's variable (`${workspaceFolder}`) the client left as written
+
+log = logging.getLogger(__name__)
 
 
 def scope_of_path(path: str) -> str:
@@ -122,14 +133,42 @@ def project_scope(given: str) -> ProjectScope:
     return ProjectScope(str(top), scope_of_path(str(top)), older)
 
 
+def workspace_folder(value: str) -> str | None:
+    """The folder Cursor's WORKSPACE_FOLDER_PATHS names: the first of a JSON array of paths, or the value
+    as one path when it is not JSON; None when that is no folder on this machine."""
+    try:
+        given = json.loads(value)
+    except ValueError:
+        given = value
+    if isinstance(given, list):
+        given = given[0] if given else None
+    elif not isinstance(given, str):  # JSON, but no path: a folder named "2026", say
+        given = value
+    if not isinstance(given, str) or not given or not Path(given).expanduser().is_dir():
+        return None
+    return given
+
+
 def resolve(
     project: str | None, root: str | None, stored: Callable[[], Collection[str]], here: str | None = None
 ) -> tuple[str, str]:
     """The scope of a session or command that names none and has no --scope, and where it came from (said
     to the agent and logged): the client's first `root`, else `project` (--project), else
-    CLAUDE_PROJECT_DIR, else `here` (the working directory of the process, None for a server object
-    built without one), else DEFAULT_SCOPE. `stored` lists the scopes holding notes, asked only when an
-    older scope name could apply (ProjectScope.pick)."""
+    CLAUDE_PROJECT_DIR, else WORKSPACE_FOLDER_PATHS, else `here` (the working directory of the process,
+    None for a server object built without one), else DEFAULT_SCOPE. A `project` holding an unexpanded
+    `${...}` and a WORKSPACE_FOLDER_PATHS naming no folder are passed over, logged and said. `stored`
+    lists the scopes holding notes, asked only when an older scope name could apply (ProjectScope.pick)."""
+    passed: list[str] = []  # sources given but passed over, said after the one used
+    if root is None and project is not None and UNEXPANDED in project:
+        log.warning(
+            "--project / CORRIGENDA_PROJECT is %r, a variable the client did not fill in: passed over, as if "
+            "not given (an entry with no --project lets the client's roots, its environment or the working "
+            "directory name the folder)",
+            project,
+        )
+        passed.append(f"--project {project} is a variable the client did not fill in")
+        project = None
+    cursor = os.environ.get(WORKSPACE_FOLDER_PATHS) or ""
     if root is not None:
         found, source = project_scope(root), f"the client's workspace root {root}"
     elif project is not None:
@@ -137,11 +176,19 @@ def resolve(
     elif os.environ.get(CLAUDE_PROJECT_DIR):
         given = os.environ[CLAUDE_PROJECT_DIR]
         found, source = project_scope(given), f"the project folder {given} ({CLAUDE_PROJECT_DIR})"
-    elif here is not None:
-        found, source = project_scope(here), f"the working directory {here}"
+    elif cursor and (folder := workspace_folder(cursor)) is not None:
+        found, source = project_scope(folder), f"the workspace folder {folder} ({WORKSPACE_FOLDER_PATHS})"
     else:
-        return DEFAULT_SCOPE, "no project folder: no workspace root, no --project and no working directory"
+        if cursor:
+            log.warning("%s is %r, which names no folder here: passed over", WORKSPACE_FOLDER_PATHS, cursor)
+            passed.append(f"{WORKSPACE_FOLDER_PATHS} {cursor} names no folder here")
+        if here is None:
+            said = "no project folder: no workspace root, no --project and no working directory"
+            return DEFAULT_SCOPE, "; ".join([said, *passed])
+        found, source = project_scope(here), f"the working directory {here}"
     scope = found.scope if found.older == found.scope else found.pick(stored())
     if scope == DEFAULT_SCOPE:
-        return scope, f"{source}, which is no project ({NOT_PROJECTS})"
-    return scope, source if scope == found.scope else f"{source}, by the name its memory had before"
+        source = f"{source}, which is no project ({NOT_PROJECTS})"
+    elif scope != found.scope:
+        source = f"{source}, by the name its memory had before"
+    return scope, "; ".join([source, *passed])

@@ -13,7 +13,7 @@ import pytest
 from corrigenda.server.project import project_scope
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_types import ListRootsResult, Root
+from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root
 
 from .conftest import call
 from .launch import OFFLINE, serve_and_ask
@@ -69,16 +69,19 @@ async def test_install_writes_the_entry_keeps_the_file_and_the_command_serves_th
     project = tmp_path / "code" / "billing"
     project.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(project)], check=True)
-    args = [a.replace("${workspaceFolder}", str(project)) for a in entry["args"]]
+    assert "${" not in json.dumps(entry)  # no client variable: the entry starts the same in every window
     env = {**os.environ, **OFFLINE, **entry["env"]}
     env.pop("CLAUDE_PROJECT_DIR", None)
+    env.pop("WORKSPACE_FOLDER_PATHS", None)
     if client == "claude-code":
         env["CLAUDE_PROJECT_DIR"] = str(project)  # what Claude Code gives the servers it starts
+    if client == "cursor":
+        env["WORKSPACE_FOLDER_PATHS"] = json.dumps([str(project)])  # what Cursor gives the servers it starts
     # VS Code's scope comes from the roots it sends (test_the_vscode_entry_starts_in_every_window…): none here
     expected = "default" if client in ("claude-desktop", "vscode") else project_scope(str(project)).scope
-    # Claude Desktop starts its servers in "/", which names no project (nor does the home folder)
-    where = "/" if client in ("claude-desktop", "vscode") else str(tmp_path)
-    params = StdioServerParameters(command=entry["command"], args=args, env=env, cwd=where)
+    # Claude Desktop and Cursor start their servers in "/", which names no project (nor does the home folder)
+    where = str(tmp_path) if client == "claude-code" else "/"
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env, cwd=where)
     tools = await serve_and_ask(params, scope=expected, story=True)
     assert {"remember", "recall_chains"} <= tools
 
@@ -128,6 +131,50 @@ async def test_the_vscode_entry_starts_in_every_window_and_takes_its_scope_from_
 
         # VS Code connects with the initialize handshake (a protocol version before roots were deprecated)
         async with Client(params, list_roots_callback=list_roots, mode="legacy") as client:
+            await call(client, "remember", text=f"Opened in a window with {window}")  # the store exists after
+            assert (await call(client, "scopes"))["default_scope"] == expected, window
+
+
+@pytest.mark.anyio
+async def test_the_cursor_entry_starts_in_every_window_and_takes_its_scope_from_workspace_folder_paths(
+    tmp_path: Path,
+) -> None:
+    """Cursor declares roots but answers roots/list with "Method not found", starts its servers in "/", and
+    names the window's folders in WORKSPACE_FOLDER_PATHS (as its users report): the entry names no folder
+    (`${workspaceFolder}` on a user-level entry names whichever window started the server), a window's
+    first folder is the project, and a window with no folder is 'default'. The failing roots/list fails
+    no call. An entry an older install wrote with `--project ${workspaceFolder}` is rewritten, and said."""
+    home, store = tmp_path / "home", tmp_path / "store"
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir(parents=True)
+    older = {"command": "/old/bin/corrigenda", "args": ["serve", "--project", "${workspaceFolder}"], "timeout": 30}
+    config.write_text(json.dumps({"mcpServers": {"corrigenda": older}}, indent=2))
+    done = install(home, "cursor", "--db", str(store))
+    assert done.returncode == 0, done.stderr
+    assert 'args: ["serve", "--project", "${workspaceFolder}"] -> ["serve"]' in done.stderr, done.stderr
+    entry = json.loads(config.read_text())["mcpServers"]["corrigenda"]
+    assert entry["args"] == ["serve"] and "${" not in json.dumps(entry) and entry["timeout"] == 30
+
+    first, second = tmp_path / "code" / "api", tmp_path / "code" / "web"
+    for folder in (first, second):
+        folder.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_PROJECT_DIR", "WORKSPACE_FOLDER_PATHS")}
+
+    async def method_not_found(context: object) -> ErrorData:  # Cursor's answer to roots/list
+        return ErrorData(code=METHOD_NOT_FOUND, message="Method not found")
+
+    windows = {"no folder": (None, "default"), "one folder": ([first], project_scope(str(first)).scope),
+               "two folders": ([first, second], project_scope(str(first)).scope)}  # fmt: skip
+    for window, (folders, expected) in windows.items():
+        given = {} if folders is None else {"WORKSPACE_FOLDER_PATHS": json.dumps([str(f) for f in folders])}
+        params = StdioServerParameters(
+            command=entry["command"],
+            args=entry["args"],
+            env={**env, **OFFLINE, **entry["env"], "HOME": str(home), **given},
+            cwd="/",
+        )
+        async with Client(params, list_roots_callback=method_not_found, mode="legacy") as client:
             await call(client, "remember", text=f"Opened in a window with {window}")  # the store exists after
             assert (await call(client, "scopes"))["default_scope"] == expected, window
 

@@ -68,6 +68,29 @@ def test_an_existing_entry_keeps_its_env_and_other_keys_and_the_install_says_so(
     assert code == 0 and config.read_text() == before and "already" in said and "nothing written" in said
 
 
+def test_an_older_cursor_entry_passing_workspace_folder_gets_the_entry_that_starts_in_every_window(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cursor's entry names no folder now, as VS Code's (the folder comes from WORKSPACE_FOLDER_PATHS,
+    server/project.py): the `--project ${workspaceFolder}` an older install wrote is replaced like any
+    other value the install sets, and said; the entry's env and other keys stay. A --project given to
+    the install is still a fixed folder."""
+    assert install.entry("cursor", "/bin/corrigenda").value == {"command": "/bin/corrigenda", "args": ["serve"]}
+    config = home / ".cursor" / "mcp.json"
+    config.parent.mkdir()
+    older = {"command": install.executable(), "args": ["serve", "--project", "${workspaceFolder}"],
+             "env": {"CORRIGENDA_DB": "/data/mem"}, "disabled": False}  # fmt: skip
+    config.write_text(json.dumps({"mcpServers": {"corrigenda": older}}, indent=2))
+    code, said = run(capsys, "cursor")
+    assert code == 0, said
+    entry = json.loads(config.read_text())["mcpServers"]["corrigenda"]
+    assert entry == {**older, "args": ["serve"]}
+    assert 'args: ["serve", "--project", "${workspaceFolder}"] -> ["serve"]' in said and "kept disabled" in said
+    code, said = run(capsys, "cursor", "--project", str(home / "api"))
+    fixed = json.loads(config.read_text())["mcpServers"]["corrigenda"]["args"]
+    assert code == 0 and fixed == ["serve", "--project", str(home / "api")], said
+
+
 def test_every_run_keeps_its_own_backup(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = home / ".cursor" / "mcp.json"
     config.parent.mkdir()

@@ -130,6 +130,8 @@ def test_the_wheel_holds_the_packages_their_data_and_the_license(dist: Path) -> 
         assert modules and modules <= names
         assert f"{package}/py.typed" in names
     assert {f"corrigenda/server/ui_static/{p.name}" for p in (ROOT / "server" / "ui_static").iterdir()} <= names
+    icons = {f"corrigenda/server/ui_static/{name}" for name in ("favicon.svg", "icon.png")}  # mcp_app.icons() reads
+    assert icons <= names, icons - names  # both, named: the line above holds only what the work tree has
     assert f"{info}/licenses/LICENSE" in names
     assert not any(n.startswith(("tests/", "bench/", "manifests/")) for n in names)
     assert re.search(r"^corrigenda = corrigenda\.server\.cli:main$", entry_points, re.M)
@@ -143,7 +145,7 @@ def test_the_sdist_builds_the_same_project(dist: Path) -> None:
         assert pkg_info is not None
         meta = _metadata(pkg_info.read().decode())
     assert {f"{top}/{n}" for n in ("LICENSE", "README.md", "pyproject.toml", "constraints.txt")} <= names
-    assert f"{top}/server/ui_static/ui.css" in names
+    assert {f"{top}/server/ui_static/{name}" for name in ("ui.css", "favicon.svg", "icon.png")} <= names
     assert not any(n.startswith(f"{top}/tests") for n in names)  # MANIFEST.in: the tests need the whole tree
     assert (meta["Name"], meta["Version"], meta["License-Expression"]) == ("corrigenda", VERSION, "MIT")
 

@@ -117,7 +117,8 @@ def test_inspector_cli_lists_and_calls_tools(db: str) -> None:
     listed = _inspector(db, "--method", "tools/list")
     tools = {t["name"]: t for t in listed["tools"]}
     assert "recall_chains" in tools and tools["recall_chains"]["annotations"]["readOnlyHint"] is True
-    assert all(t["icons"][0]["src"].startswith("data:image/svg+xml;base64,") for t in tools.values())
+    assert all([i["mimeType"] for i in t["icons"]] == ["image/png", "image/svg+xml"] for t in tools.values())
+    assert all(t["icons"][0]["src"].startswith("data:image/png;base64,") for t in tools.values())
     called = _inspector(
         db, "--method", "tools/call", "--tool-name", "remember", "--tool-arg", "text=The CI runner has 2 cores"
     )
@@ -173,7 +174,7 @@ async def test_two_server_processes_on_one_store_lose_nothing(db: str) -> None:
         group.start_soon(writer, "beta")
 
     tables = Tables(db)
-    note_ids = Counter(tables.notes_table().to_arrow()["id"].to_pylist())  # type: ignore[union-attr]
+    note_ids: Counter[str] = Counter(tables.notes_table().to_arrow()["id"].to_pylist())  # type: ignore[union-attr]
     event_ids = Counter(tables.events_table().to_arrow()["id"].to_pylist())
     assert len(acknowledged["notes"]) == 24 and len(acknowledged["events"]) == 8
     assert all(note_ids[i] == 1 for i in acknowledged["notes"]), note_ids

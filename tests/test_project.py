@@ -1,12 +1,15 @@
 """One project, one scope, from every entry point (server/project.py): the same folder of a work tree
 resolves to the same scope through --project, a client's root (the top or a folder inside), Claude
-Code's CLAUDE_PROJECT_DIR, a real stdio server process, and the CLI run inside the folder; a store
-whose scope came from a root inside the project keeps being read; a typo is an error, not silence."""
+Code's CLAUDE_PROJECT_DIR, Cursor's WORKSPACE_FOLDER_PATHS, a real stdio server process, and the CLI
+run inside the folder; a store whose scope came from a root inside the project keeps being read; a
+typo is an error, not silence; a client variable left unexpanded and a failing roots/list are passed
+over for the next rule."""
 
 from __future__ import annotations
 
 import html
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -15,14 +18,18 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 from corrigenda.server import install
+from corrigenda.server import roots as server_roots
+from corrigenda.server.config import Settings
 from corrigenda.server.project import project_scope, resolve, scope_from_root
 from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root
 
 from .conftest import call, call_error
 from .launch import OFFLINE, serve_and_ask
@@ -69,6 +76,10 @@ async def test_the_same_folder_is_the_same_scope_from_every_entry_point(
     async with session(db, embedder) as client:
         seen["CLAUDE_PROJECT_DIR"] = (await call(client, "scopes"))["default_scope"]
     monkeypatch.delenv("CLAUDE_PROJECT_DIR")
+    monkeypatch.setenv("WORKSPACE_FOLDER_PATHS", json.dumps([str(inside)]))  # Cursor's window, a folder inside
+    async with session(db, embedder) as client:
+        seen["WORKSPACE_FOLDER_PATHS (a folder inside)"] = (await call(client, "scopes"))["default_scope"]
+    monkeypatch.delenv("WORKSPACE_FOLDER_PATHS")
     # a stdio process started as VS Code starts `corrigenda install vscode`'s entry, the folder substituted
     vscode = install.entry("vscode", CORRIGENDA).value
     args = [a.replace("${workspaceFolder}", str(repo)) for a in vscode["args"]]
@@ -212,3 +223,133 @@ async def test_reading_a_mistyped_scope_names_the_nearest_and_writing_a_new_one_
             assert error.index("'billing' (2 notes)") < error.index("'search' (1 note)"), error  # nearest first
         text = (await client.call_tool("remember", {"text": "Docs live in the wiki", "scope": "docs"})).content[0]
         assert "Scope 'docs' held nothing before: this note made it." in text.text  # type: ignore[union-attr]
+
+
+def test_cursors_workspace_folder_paths_names_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cursor names its window's folders in WORKSPACE_FOLDER_PATHS (as its users report; it starts servers
+    in "/" and does not answer roots/list): a JSON array, whose first folder is the project, or one path.
+    A value naming no folder here is passed over for the working directory, logged and said. It comes
+    after a root, --project and CLAUDE_PROJECT_DIR, and before the working directory."""
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    caplog.set_level(logging.WARNING, logger="corrigenda.server.project")
+    repo = tmp_path / "code" / "api"  # a work tree (its marker: no `git init`, a unit test starts no process)
+    (repo / "src").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    expected, notes = project_scope(str(repo)).scope, tmp_path / "notes"
+    notes.mkdir()
+    arrays = (json.dumps([str(repo / "src"), str(notes)]), json.dumps([str(repo)]))  # the first folder's project
+    for value in (*arrays, str(repo), json.dumps(str(repo))):
+        monkeypatch.setenv("WORKSPACE_FOLDER_PATHS", value)
+        scope, source = resolve(None, None, list, "/")  # Cursor starts its servers in "/"
+        assert (scope, "(WORKSPACE_FOLDER_PATHS)" in source) == (expected, True), (value, source)
+    assert not caplog.records
+    gone = str(tmp_path / "gone")
+    for value in (gone, json.dumps([gone, str(repo)]), "[]", json.dumps({"folders": [str(repo)]})):
+        monkeypatch.setenv("WORKSPACE_FOLDER_PATHS", value)
+        caplog.clear()
+        scope, source = resolve(None, None, list, str(notes))
+        assert scope == project_scope(str(notes)).scope and source.startswith(f"the working directory {notes}")
+        assert source.endswith(f"; WORKSPACE_FOLDER_PATHS {value} names no folder here"), source
+        assert [r.levelname for r in caplog.records] == ["WARNING"] and repr(value) in caplog.text, caplog.text
+        assert resolve(None, None, list, "/")[0] == "default"  # a Cursor window with a folder that is gone
+    monkeypatch.setenv("WORKSPACE_FOLDER_PATHS", "")  # set but empty: not set
+    assert resolve(None, None, list, str(notes)) == (project_scope(str(notes)).scope, f"the working directory {notes}")
+    monkeypatch.setenv("WORKSPACE_FOLDER_PATHS", json.dumps([str(notes)]))
+    assert resolve(None, repo.as_uri(), list, "/")[0] == expected  # the client's root first
+    assert resolve(str(repo), None, list, "/")[0] == expected  # then --project
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(repo))
+    assert resolve(None, None, list, "/")[0] == expected  # then CLAUDE_PROJECT_DIR
+
+
+async def test_a_project_still_holding_a_client_variable_is_passed_over(
+    repo: Path,
+    db: str,
+    embedder: SentenceTransformerEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A --project / CORRIGENDA_PROJECT of `${workspaceFolder}`, written as the client was to fill it in
+    and did not, is no folder: it is passed over for the next rule with a warning naming it, where it
+    once made a scope named after a folder called "${workspaceFolder}"."""
+    for name in ("CLAUDE_PROJECT_DIR", "WORKSPACE_FOLDER_PATHS"):
+        monkeypatch.delenv(name, raising=False)
+    caplog.set_level(logging.WARNING, logger="corrigenda.server.project")
+    expected = project_scope(str(repo)).scope
+    for given in ("${workspaceFolder}", f"{repo.parent}/${{workspaceFolder}}"):  # `install --project` made it absolute
+        caplog.clear()
+        scope, source = resolve(given, None, list, str(repo / "src"))
+        assert scope == expected and source.startswith(f"the working directory {repo / 'src'}"), source
+        assert source.endswith(f"; --project {given} is a variable the client did not fill in"), source
+        assert [r.levelname for r in caplog.records] == ["WARNING"] and repr(given) in caplog.text, caplog.text
+    monkeypatch.setenv("CORRIGENDA_PROJECT", "${workspaceFolder}")
+    project = Settings(db=db).project
+    assert project == "${workspaceFolder}"
+    async with session(db, embedder, project=project) as client:  # no root, no folder: 'default'
+        note = (await call(client, "remember", text="Written from a window with no folder"))["note"]
+        assert note["scope"] == "default"
+        assert [s["scope"] for s in (await call(client, "scopes"))["scopes"]] == ["default"]
+    monkeypatch.setenv("WORKSPACE_FOLDER_PATHS", json.dumps([str(repo)]))
+    async with session(db, embedder, project=project) as client:  # the next rule that applies: Cursor's folder
+        assert (await call(client, "scopes"))["default_scope"] == expected
+
+
+@pytest.mark.parametrize("answer", ["Method not found", "an exception", "no answer"])
+async def test_a_client_whose_roots_list_fails_is_served_by_the_next_rule(
+    repo: Path,
+    db: str,
+    embedder: SentenceTransformerEmbedder,
+    answer: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A client that declares roots and then answers roots/list with an error (Cursor's -32601, as its
+    users report), fails inside its handler, or never answers: the call goes on, its scope from the next
+    rule (here --project), and the log says roots/list failed."""
+    for name in ("CLAUDE_PROJECT_DIR", "WORKSPACE_FOLDER_PATHS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(server_roots, "ROOTS_TIMEOUT", 0.5)
+    caplog.set_level(logging.WARNING, logger="corrigenda.server.roots")
+
+    async def list_roots(context: object) -> ListRootsResult | ErrorData:
+        if answer == "Method not found":
+            return ErrorData(code=METHOD_NOT_FOUND, message="Method not found")
+        if answer == "no answer":
+            await anyio.sleep(30)
+        raise RuntimeError("the host's roots handler broke")
+
+    async with session(db, embedder, project=str(repo), list_roots_callback=list_roots) as client:
+        note = (await call(client, "remember", text="The API listens on 8080"))["note"]
+        assert note["scope"] == project_scope(str(repo)).scope
+        assert (await call(client, "scopes"))["default_scope"] == note["scope"]
+    assert "roots/list failed" in caplog.text, caplog.text
+
+
+async def test_a_connection_asks_for_its_roots_once_and_again_after_they_change(
+    repo: Path, db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scope a session derives is kept for its connection: roots/list once for many calls (not once a
+    call, which for a client that never answers would cost the timeout every call), and once more after
+    the client says its roots changed, which then decide."""
+    for name in ("CLAUDE_PROJECT_DIR", "WORKSPACE_FOLDER_PATHS"):
+        monkeypatch.delenv(name, raising=False)
+    other = repo.parent / "other"
+    other.mkdir()
+    asked: list[str] = []
+
+    async def list_roots(context: object) -> ListRootsResult:
+        uri = (repo if len(asked) == 0 else other).as_uri()
+        asked.append(uri)
+        return ListRootsResult(roots=[Root(uri=uri)])  # type: ignore[arg-type]
+
+    async with session(db, embedder, list_roots_callback=list_roots) as client:
+        note = (await call(client, "remember", text="The API listens on 8080"))["note"]
+        assert note["scope"] == project_scope(str(repo)).scope
+        for _ in range(2):
+            assert (await call(client, "scopes"))["default_scope"] == note["scope"]
+        assert len(asked) == 1
+        await client.send_roots_list_changed()
+        await anyio.sleep(0.2)  # a notification has no answer to wait for
+        assert (await call(client, "scopes"))["default_scope"] == project_scope(str(other)).scope
+        assert len(asked) == 2

@@ -6,6 +6,8 @@ import base64
 import json
 import logging
 import re
+import struct
+import zlib
 from pathlib import Path
 from urllib.parse import quote
 
@@ -27,7 +29,7 @@ from .test_processes import _free_port
 pytestmark = pytest.mark.anyio
 
 TOOLS_LIST_LIMIT = 25_000  # bytes, icons aside; the full schemas made it 72 KB
-ICON_LIMIT = 350  # bytes a tool's icon adds to tools/list (a client shows it; no model reads it)
+ICON_LIMIT = 1_100  # bytes a tool's icons (PNG and SVG) add to tools/list (a client shows them; no model reads them)
 
 
 async def test_tools_list_is_small_and_every_result_matches_its_outline(client: Client) -> None:
@@ -134,9 +136,29 @@ async def test_each_tool_call_is_logged_with_how_it_ended_and_its_time(
     ]
 
 
+def png_size(data: bytes) -> tuple[int, int]:
+    """The width and height of a whole PNG: its signature, its IHDR first, every chunk's CRC right, and
+    its image data inflating to as many bytes as the header says (a filter byte a row, no interlace)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        assert struct.unpack(">I", data[at + 8 + length : at + 12 + length]) == (zlib.crc32(kind + body),), kind
+        chunks.append((kind, body))
+        at += 12 + length
+    assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND", [k for k, _ in chunks]
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[colour]
+    pixels = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    assert interlace == 0 and len(pixels) == height * (1 + -(-width * channels * depth // 8))
+    return width, height
+
+
 async def test_the_server_its_tools_resources_and_prompts_carry_an_icon_a_client_can_show(client: Client) -> None:
     """The spec's `icons`: on the server's implementation info, each tool, resource, resource template and
-    prompt; a `data:` URI, so that a client shows it with no network."""
+    prompt; `data:` URIs, so that a client shows them with no network. A PNG first, which every client
+    that shows icons must support (the spec's icons, 2025-11-25), of the size it states; then the SVG."""
     info = client.server_info
     assert info is not None and info.icons and info.title == "corrigenda" and info.description
     icons: list[list[Icon] | None] = [info.icons]
@@ -145,10 +167,14 @@ async def test_the_server_its_tools_resources_and_prompts_carry_an_icon_a_client
     icons += [t.icons for t in (await client.list_resource_templates()).resource_templates]
     icons += [p.icons for p in (await client.list_prompts()).prompts]
     assert all(icons), icons
-    for icon in {i.src: i for listed in icons for i in listed or []}.values():
-        assert icon.src.startswith("data:image/svg+xml;base64,")
-        svg = base64.b64decode(icon.src.split(",", 1)[1]).decode()
-        assert svg.startswith("<svg") and "<script" not in svg and icon.sizes == ["any"]
+    assert len({json.dumps([i.model_dump() for i in listed or []]) for listed in icons}) == 1  # one set everywhere
+    png, svg = info.icons
+    assert png.src.startswith("data:image/png;base64,") and png.mime_type == "image/png"
+    width, height = png_size(base64.b64decode(png.src.split(",", 1)[1], validate=True))
+    assert png.sizes == [f"{width}x{height}"] and width == height >= 64, (png.sizes, width, height)
+    assert svg.src.startswith("data:image/svg+xml;base64,") and svg.mime_type == "image/svg+xml"
+    text = base64.b64decode(svg.src.split(",", 1)[1]).decode()
+    assert text.startswith("<svg") and "<script" not in text and svg.sizes == ["any"]
 
 
 async def test_listed_resources_have_titles_and_the_apps_page_its_size(client: Client) -> None:

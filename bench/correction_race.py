@@ -294,8 +294,8 @@ def run_mode(mode: str, rounds: int, root: Path) -> dict[str, Any]:
         for round_ in range(rounds):
             old = memory.remember(Draft(text=f"Round {round_}: the deploy window is Tuesday"), scope=SCOPE).note
             if writers:
-                for w in set(writers):
-                    w.history(old.id)  # each writer has read it, as before a correction
+                for writer in set(writers):
+                    writer.history(old.id)  # each writer has read it, as before a correction
                 outcomes = in_threads(memory, writers, old.id, round_)
             elif mode == "processes":
                 outcomes = in_processes(pairs[0], old.id, round_, read_first=True)

@@ -432,10 +432,10 @@ def check_store(
             found.corrupt.append(
                 f"history({note_id}) has heads {heads}, the fold of the scope {folded.chain(note_id).heads}"
             )
-        for e in history.events:
-            for x in (e.src, e.dst):
+        for listed in history.events:
+            for x in (listed.src, listed.dst):
                 if x is not None and x.startswith("n_") and x not in folded.notes:
-                    found.corrupt.append(f"history({note_id}) shows event {e.id} naming {x}, which is not stored")
+                    found.corrupt.append(f"history({note_id}) shows event {listed.id} naming {x}, which is not stored")
     for note_id in forgotten_now:
         try:
             memory.history(note_id)

@@ -22,7 +22,6 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ def embedded_first(self: Writes, text: str) -> Future[list[float]]:
 
 def run(notes: int, rounds: int, warm: int, seed: int) -> dict[str, Any]:
     beside = Writes.embed_note
-    ways: dict[str, Callable[[Writes, str], Future[list[float]]]] = {"beside": beside, "first": embedded_first}
+    ways = {"beside": beside, "first": embedded_first}
     rng = random.Random(seed)
     timings: dict[str, list[float]] = {f"{op} {way}": [] for op in ("remember", "correct") for way in ways}
     with tempfile.TemporaryDirectory() as scratch:

@@ -36,7 +36,7 @@ import random
 import socket
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import harness
 from corrigenda.store import Draft, Memory, tables
 from corrigenda.store.storage import limits
+from corrigenda.store.storage.erasure import Erasure
+from corrigenda.store.storage.upkeep import Upkeep
 from local_s3 import KINDS, LocalS3, kind
 
 PHASES = ("write", "read", "upkeep", "erasure", "other")
@@ -92,7 +94,7 @@ def run(
 
     writes_since_check: Counter[int] = Counter()  # by store opened (id of its Tables), as each counts its own
 
-    def in_line(self: tables.Tables) -> None:  # Tables.after_write, with the compaction in this thread
+    def in_line(self: Upkeep) -> None:  # Tables.after_write, with the compaction in this thread
         writes_since_check[id(self)] += 1
         if writes_since_check[id(self)] >= limits.UPKEEP_CHECK_EVERY_REMOTE:  # on a bucket: remote
             writes_since_check[id(self)] = 0
@@ -102,10 +104,10 @@ def run(
 
     real_erase = tables.Tables.erase_forgotten
 
-    def erase(self: tables.Tables, *args: Any, **kwargs: Any) -> list[str]:
+    def erase(self: Erasure, wait: float = limits.ERASE_WAIT, events: Collection[str] = ()) -> list[str]:
         before, counting.phase = counting.phase, "erasure"
         try:
-            return real_erase(self, *args, **kwargs)
+            return real_erase(self, wait, events)
         finally:
             counting.phase = before
             done["erasure passes"] += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -110,6 +111,13 @@ TIERS = {
     "test_oauth.py": "processes",
 }
 SLOW_KINDS = ("install", "bucket", "browser", "processes")
+# The unit tier (`-m unit`): every quick test that asks for no model (the `embedder` fixture, which
+# `memory` and `client` ask for in turn). Such a test may not load the model some other way or start
+# a process either: `unit_walls` fails it if it does, so the tier stays what it says in every run.
+MODEL_FIXTURES = ("embedder",)
+NOT_UNIT = {  # quick files whose tests start processes (servers, git, a fresh interpreter) or load a model
+    "test_http_security.py", "test_stdio.py", "test_embedder.py", "test_layout.py", "test_platforms.py", "test_docs.py",
+}  # fmt: skip
 # Files whose tests share a module or session fixture that is dear to make (a moto server, a built
 # wheel or bundle, an authorization server, a store of generated notes): under pytest-xdist's
 # loadgroup (pyproject.toml) each runs whole on one worker; every other test goes wherever a worker is free.
@@ -126,3 +134,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if item.path.name in SHARED_FIXTURES:
             item.add_marker(pytest.mark.xdist_group(item.path.name))
+        fixtures = getattr(item, "fixturenames", ())
+        quick = not item.get_closest_marker("slow") and item.path.name not in NOT_UNIT
+        if quick and not any(f in fixtures for f in MODEL_FIXTURES):
+            item.add_marker(pytest.mark.unit)
+
+
+class NotAUnitTest(AssertionError):
+    """A test of the unit tier loaded the model or started a process (conftest.MODEL_FIXTURES)."""
+
+
+@pytest.fixture(autouse=True)
+def unit_walls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(what: str) -> Any:
+        def refused(*args: Any, **kwargs: Any) -> None:
+            raise NotAUnitTest(f"{request.node.nodeid} {what}: ask for the embedder fixture, or mark it slow")
+
+        return refused
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("started a process"))
+    monkeypatch.setattr(SentenceTransformerEmbedder, "embed", refuse("loaded the model"))

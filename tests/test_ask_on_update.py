@@ -65,7 +65,7 @@ async def connect(
     ask_on_update: bool = True,
 ) -> AsyncIterator[Client]:
     # Off, the setting is left at its default.
-    settings = Settings(db=db, person="Ada", **({"ask_on_update": True} if ask_on_update else {}))
+    settings = Settings(db=db, person="Ada", ask_on_update=True) if ask_on_update else Settings(db=db, person="Ada")
     server = build_server(settings, lambda s: Memory(s.db, embedder))
     async with Client(server, raise_exceptions=True, mode=mode, elicitation_callback=elicitation) as client:  # type: ignore[arg-type]
         yield client

@@ -35,6 +35,7 @@ def _sentences(count: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(words) for _ in range(rng.randint(1, 120))) for _ in range(count)]
 
 
+@pytest.mark.slow  # a model loaded afresh, in this process or another
 def test_the_default_model_run_on_torch_alone_gives_sentence_transformers_vectors() -> None:
     from sentence_transformers import SentenceTransformer
 
@@ -50,6 +51,7 @@ def test_the_default_model_run_on_torch_alone_gives_sentence_transformers_vector
     assert np.abs(one_by_one - ours[: len(TEXTS)]).max() < 1e-5  # a text's vector does not depend on its batch
 
 
+@pytest.mark.slow  # a model loaded afresh, in this process or another
 def test_a_process_embeds_with_the_default_model_without_importing_sentence_transformers() -> None:
     script = (
         "import sys\n"
@@ -78,6 +80,7 @@ def test_a_new_embedder_reads_chinese_as_unreadable_before_and_after_it_embeds(
     assert embedder.readable("deploy " * 400)
 
 
+@pytest.mark.slow  # a model loaded afresh, in this process or another
 def test_a_model_of_another_shape_is_left_to_sentence_transformers(tmp_path: Path) -> None:
     source = Path(default_model_path())
 

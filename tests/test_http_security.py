@@ -353,6 +353,7 @@ def listening(host: str, port: int) -> bool:
 
 
 @pytest.mark.anyio
+@pytest.mark.processes
 async def test_the_sdk_client_remembers_and_recalls_over_ipv6_loopback(db: str) -> None:
     with socket.socket(socket.AF_INET6) as s:
         s.bind(("::1", 0))

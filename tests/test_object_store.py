@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from corrigenda.server.config import Settings
 from corrigenda.store import StoreBusy
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.model import Note
-from corrigenda.store.storage import indexes, lease, limits, retry
+from corrigenda.store.storage import indexes, lease, limits
 from corrigenda.store.storage import schema as layout
 from corrigenda.store.storage.lease import Lease
 from corrigenda.store.storage.limits import SCALAR_INDEXES
@@ -299,7 +300,7 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
     from corrigenda.store import Draft, Memory
 
     waits: list[float] = []
-    monkeypatch.setattr(retry.time, "sleep", waits.append)
+    monkeypatch.setattr(time, "sleep", waits.append)  # the module retry.py sleeps with
     memory = Memory(f"s3://{BUCKET}/races", embedder, storage_options=_options(s3))
     memory.remember(Draft(text="The store and its tables are made"))
     waits.clear()

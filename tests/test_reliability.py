@@ -27,7 +27,7 @@ from corrigenda.store.storage import limits
 from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
 from lance import LanceDataset
 from lance.file import LanceFileReader
-from lancedb.table import LanceTable
+from lancedb.table import LanceTable, Table
 
 from .test_transfer import trailed
 
@@ -437,7 +437,11 @@ def test_readers_in_other_connections_do_not_fail_while_notes_are_forgotten(
 
 def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder: SentenceTransformerEmbedder) -> None:
     crashed = Memory(db, embedder)
-    crashed.tables.ensure_indexes = lambda table: None  # type: ignore[method-assign]  # died before indexing
+
+    def died_before_indexing(table: Table, retype: bool = False) -> None:
+        pass
+
+    crashed.tables.ensure_indexes = died_before_indexing  # type: ignore[method-assign]
     crashed.remember(Draft(text="模型请求超时为三十秒"), scope="zh")
     assert crashed.tables.notes_table().list_indices() == []  # type: ignore[union-attr]
 

@@ -168,6 +168,7 @@ def test_scopes_come_a_page_at_a_time_the_most_recently_changed_first(
     assert first.scopes[0].latest_note_at == T0 + timedelta(hours=1)
     assert (first.scopes[0].notes, first.scopes[0].events) == (1, 1)
     assert (first.total, first.offset, first.next_offset) == (4, 0, 3)
+    assert first.next_offset is not None
     last = mem.scope_page(offset=first.next_offset, limit=3)
     assert [c.scope for c in last.scopes] == ["cli"] and last.next_offset is None
     beyond = mem.scope_page(offset=10)

@@ -35,6 +35,7 @@ from filelock import FileLock
 from hypothesis import given
 from hypothesis import strategies as st
 from lancedb.index import BTree
+from lancedb.query import LanceVectorQueryBuilder
 from lancedb.table import Table
 
 
@@ -235,6 +236,7 @@ def test_a_store_indexed_with_every_languages_stop_words_is_indexed_again_when_o
     opened.warm().join()
     assert not opened.tables.upkeep_due()
     (index,) = [i for i in opened.tables.notes_table().list_indices() if i.columns == ["text"]]  # type: ignore[union-attr]
+    assert index.index_details is not None
     assert index.index_details["remove_stop_words"] is limits.FULL_TEXT.get("remove_stop_words", True)
     assert found_by_each_word(opened, "words") == {word: {ids[text]} for word, text in WORDS_OF_NOTES.items()}
 
@@ -412,9 +414,10 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
 
     vector = memory.embedder.embed(["which host runs the billing export?"])[0]
     approximate = memory.tables.vector_search(vector, "big", None, 20)
+    by_vector = notes.search(vector, vector_column_name="vector")
+    assert isinstance(by_vector, LanceVectorQueryBuilder)
     exact = (
-        notes.search(vector, vector_column_name="vector")
-        .distance_type("cosine")
+        by_vector.distance_type("cosine")
         .where(where.scope_is("big"), prefilter=True)
         .bypass_vector_index()
         .limit(20)
@@ -425,9 +428,10 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     # the index's own distances are 8-bit estimates of 2 - 2·cos, not 1 - cos (Lance re-scores them only
     # while some fragment is not indexed yet): a hit's similarity is exact all the same, from the stored
     # vectors read along, or on an object store (where they are not) the estimate on the cosine's scale
+    by_vector = notes.search(vector, vector_column_name="vector")
+    assert isinstance(by_vector, LanceVectorQueryBuilder)
     indexed = (
-        notes.search(vector, vector_column_name="vector")
-        .distance_type("cosine")
+        by_vector.distance_type("cosine")
         .where(where.scope_is("big"), prefilter=True)
         .nprobes(limits.VECTOR_PROBES)
         .limit(20)

@@ -5,7 +5,7 @@ goes through these (tools.py, app.py)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -40,6 +40,7 @@ class AppContext:
     grants: Grants | None = None
     session_scopes: WeakKeyDictionary[Any, tuple[str, str]] = field(default_factory=WeakKeyDictionary)
     working_directory: str | None = None  # where the process started: the last folder a scope comes from
+    environment: Mapping[str, str] | None = None  # the client's variables project.py reads; None: the process's
 
 
 def app_of(ctx: Context) -> AppContext:
@@ -96,7 +97,7 @@ async def scope_for(ctx: Context, given: str | None) -> str:
 
         with tool_errors("the session's scope"):
             app.session_scopes[connection] = await anyio.to_thread.run_sync(
-                project.resolve, app.settings.project, root, stored, app.working_directory
+                project.resolve, app.settings.project, root, stored, app.working_directory, app.environment
             )
         log.info("session scope %r, from %s", *app.session_scopes[connection])
     return app.session_scopes[connection][0]

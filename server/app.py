@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -235,10 +235,14 @@ def build_server(
     settings: Settings,
     memory_factory: Callable[[Settings], Memory] = build_memory,
     working_directory: str | None = None,
+    environment: Mapping[str, str] | None = None,
+    owns_store: bool = True,
 ) -> MCPServer[AppContext]:
-    """The server with every tool, resource and prompt; the lifespan owns the store. `working_directory`:
-    where the process started, the folder whose project a session with no root nor --project uses
-    (project.py). GrantsError if the grants file cannot be used."""
+    """The server with every tool, resource and prompt; the lifespan owns the store unless `owns_store` is
+    False (the shared engine's, engine.py, outlives each client). `working_directory`: where the process
+    started, the folder whose project a session with no root nor --project uses; `environment`: the
+    client's variables project.py reads (its own process's when None). GrantsError if the grants file
+    cannot be used."""
     grants: Grants | None = None  # None: every caller is the local user (stdio, or HTTP without credentials)
     if settings.transport == "http" and http.authenticates(settings):
         token = settings.token.get_secret_value() if settings.token else None
@@ -248,12 +252,15 @@ def build_server(
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         memory = memory_factory(settings)
         try:
-            yield AppContext(memory=memory, settings=settings, grants=grants, working_directory=working_directory)
+            yield AppContext(
+                memory=memory, settings=settings, grants=grants, working_directory=working_directory,
+                environment=environment,
+            )  # fmt: skip
         finally:
             # On object storage a forget answers before its erasure is done, and a compaction holds the
             # upkeep lease every server's erasures wait for: finish both before stopping.
             with anyio.CancelScope(shield=True):
-                if not await anyio.to_thread.run_sync(memory.finish_upkeep, SHUTDOWN_WAIT):
+                if owns_store and not await anyio.to_thread.run_sync(memory.finish_upkeep, SHUTDOWN_WAIT):
                     log.warning("stopping with upkeep under way; the next upkeep, on any server, finishes it")
 
     scope_line = SCOPE_OF_PROJECT if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)

@@ -9,7 +9,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -195,6 +195,15 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("--db", help="the store every session of this client uses (default: per-user data dir)")
     setup.add_argument("--scope", help="a fixed scope for every session of this client")
     setup.add_argument("--model", help="sentence-transformers model name or path")
+    engine = commands.add_parser(
+        "engine",
+        parents=[common],
+        help="the shared engine of a store: status (pid, clients, memory) or stop",
+        description="Every client, command and web view of one store on this machine shares one engine "
+        "process, started by the first and stopped after CORRIGENDA_ENGINE_IDLE seconds without a client "
+        "(default 300). CORRIGENDA_ENGINE=off runs each in its own process instead.",
+    )
+    engine.add_argument("action", choices=["status", "stop"])
     web = commands.add_parser(
         "ui", parents=[common], help="a web view to look through and fix the memory (on loopback by default)"
     )
@@ -381,7 +390,9 @@ def _no_store(command: str, settings: Settings, missing: str) -> str:
     )
 
 
-def _run(argv: Sequence[str] | None) -> int:
+def _run(argv: Sequence[str] | None, memory_of: Callable[[Settings], Memory] | None = None) -> int:
+    """A command; `memory_of` gives the store its settings name (the shared engine's, engine.py), else
+    the command opens it."""
     args = _parser().parse_args(argv)
     try:
         settings = _settings(args)
@@ -407,6 +418,10 @@ def _run(argv: Sequence[str] | None) -> int:
 
     if args.command == "serve":
         return _serve(args, settings, missing)
+    if args.command == "engine":  # through forward.py (entry.py), which needs none of this
+        from . import forward
+
+        return forward.engine_command(args.action, list(sys.argv[1:] if argv is None else argv), os.environ)
     if args.command == "install":
         return _install(args)
 
@@ -415,7 +430,7 @@ def _run(argv: Sequence[str] | None) -> int:
     from . import render
     from .config import build_memory
 
-    memory = build_memory(settings)
+    memory = (memory_of or build_memory)(settings)
     if args.command == "ui":
         from .grants import GrantsError
         from .http import RefusedToListen

@@ -35,7 +35,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -150,7 +150,11 @@ def workspace_folder(value: str) -> str | None:
 
 
 def resolve(
-    project: str | None, root: str | None, stored: Callable[[], Collection[str]], here: str | None = None
+    project: str | None,
+    root: str | None,
+    stored: Callable[[], Collection[str]],
+    here: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[str, str]:
     """The scope of a session or command that names none and has no --scope, and where it came from (said
     to the agent and logged): the client's first `root`, else `project` (--project), else
@@ -168,13 +172,14 @@ def resolve(
         )
         passed.append(f"--project {project} is a variable the client did not fill in")
         project = None
-    cursor = os.environ.get(WORKSPACE_FOLDER_PATHS) or ""
+    env = os.environ if env is None else env  # a client of the shared engine brings its own (engine.py)
+    cursor = env.get(WORKSPACE_FOLDER_PATHS) or ""
     if root is not None:
         found, source = project_scope(root), f"the client's workspace root {root}"
     elif project is not None:
         found, source = project_scope(project), f"the project folder {project} (--project)"
-    elif os.environ.get(CLAUDE_PROJECT_DIR):
-        given = os.environ[CLAUDE_PROJECT_DIR]
+    elif env.get(CLAUDE_PROJECT_DIR):
+        given = env[CLAUDE_PROJECT_DIR]
         found, source = project_scope(given), f"the project folder {given} ({CLAUDE_PROJECT_DIR})"
     elif cursor and (folder := workspace_folder(cursor)) is not None:
         found, source = project_scope(folder), f"the workspace folder {folder} ({WORKSPACE_FOLDER_PATHS})"

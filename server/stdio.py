@@ -213,9 +213,15 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
     os.dup2(2, 1)
     try:
         with os.fdopen(wire, "wb", closefd=False) as stdout:
-            async with stdio_streams(sys.stdin.buffer, stdout) as (read, write):
-                runner = lowlevel(server)  # MCPServer runs stdio only on the SDK's own streams (sdk.py)
-                await runner.run(read, write, runner.create_initialization_options())
+            await serve_streams(server, sys.stdin.buffer, stdout)
     finally:
         os.dup2(wire, 1)
         os.close(wire)
+
+
+async def serve_streams(server: MCPServer[Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Serve one client whose messages come on `stdin` and go to `stdout` (this process's, or a socket's
+    from the shared engine, engine.py) until `stdin` ends."""
+    async with stdio_streams(stdin, stdout) as (read, write):
+        runner = lowlevel(server)  # MCPServer runs stdio only on the SDK's own streams (sdk.py)
+        await runner.run(read, write, runner.create_initialization_options())

@@ -19,6 +19,9 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Every command and server a test starts runs in its own process, as before the shared engine: one engine
+# per test's store would hold a model each for minutes. tests/test_engine.py switches it on for itself.
+os.environ["CORRIGENDA_ENGINE"] = "off"
 
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings

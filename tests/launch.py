@@ -9,7 +9,7 @@ from .conftest import call
 
 # Tests do not reach the network: the model comes inside a package, so these change nothing
 # unless something tries to download.
-OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CORRIGENDA_ENGINE": "off"}  # conftest.py
 
 
 async def serve_and_ask(params: StdioServerParameters, scope: str | None = None, story: bool = False) -> set[str]:

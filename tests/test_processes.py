@@ -30,7 +30,7 @@ from .conftest import call, call_error
 
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 INSPECTOR = "@modelcontextprotocol/inspector@0.17.5"  # the 0.x CLI runs on Node 20
-ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": os.environ["PATH"]}
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": os.environ["PATH"], "CORRIGENDA_ENGINE": "off"}
 
 
 def stdio(db: str) -> StdioServerParameters:

@@ -17,7 +17,7 @@ import pytest
 from corrigenda.server.stdio import MAX_MESSAGE_BYTES
 
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
-ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": os.environ["PATH"]}
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": os.environ["PATH"], "CORRIGENDA_ENGINE": "off"}
 
 
 class RawSession:

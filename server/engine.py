@@ -1,0 +1,321 @@
+"""The shared engine: one process per user, store and corrigenda version that holds the model and the
+store once and serves every local client of that store, each as its own client: stdio servers (their
+messages forwarded), CLI commands and the web view (forward.py is the other side; it starts this).
+
+Each connection brings its command line, working directory and client variables (forward.hello), and
+the engine serves it with those: a session's scope, actor, person and ask-on-update setting are its
+client's, never another's. Only the store and the model are the engine's (they name its socket).
+A CLI command runs the CLI's own code with the client's variables and folder in place, one command at
+a time, its output sent back; every write of every local client goes through this one process, so
+they no longer race as separate writers of one store.
+
+It listens before it loads anything heavy (a forwarder that connects waits in the backlog), exits
+after CORRIGENDA_ENGINE_IDLE seconds with no client (default IDLE_DEFAULT), and holds a lock beside
+its socket, so that two forwarders starting engines at once make one: the second finds the lock
+taken and leaves. A socket left by an engine that was killed is replaced by the next one.
+
+Run by forward.py as `python -m corrigenda.server.engine SOCKET`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from .forward import CLIENT_VARIABLES, IDLE, version
+
+try:
+    import fcntl
+except ImportError:  # Windows: forward.py starts no engine there
+    fcntl = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from corrigenda.store import Memory
+
+    from .config import Settings
+
+log = logging.getLogger(__name__)
+
+IDLE_DEFAULT = 300.0  # seconds: a few minutes without a client, then the memory is given back
+HELLO_MAX = 1 << 20
+STOP_WAIT = 120.0  # seconds to finish this process's erasures and compaction before it exits
+
+
+@dataclass
+class Client:
+    kind: str
+    pid: int
+    cwd: str
+    since: float = field(default_factory=time.time)
+
+
+def _lock(path: Path) -> int | None:
+    """The engine's lock beside its socket, held for its life; None when another engine holds it."""
+    fd = os.open(path.with_suffix(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _listen(path: Path) -> socket.socket:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a killed engine's: the lock says none is running
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mask = os.umask(0o177)  # the socket is born 0600: no other user can connect
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(mask)
+    listener.listen(64)
+    listener.settimeout(1.0)
+    return listener
+
+
+@contextlib.contextmanager
+def client_environment(env: Mapping[str, str], cwd: str) -> Iterator[None]:
+    """The process's variables and folder as a client's (the caller holds Engine.context)."""
+    saved, here = dict(os.environ), os.getcwd()
+    for name in [n for n in os.environ if n.startswith("CORRIGENDA_") or n in CLIENT_VARIABLES]:
+        del os.environ[name]
+    os.environ.update(env)
+    try:
+        os.chdir(cwd)
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        os.chdir(here)
+
+
+class Engine:
+    def __init__(self, path: Path, listener: socket.socket) -> None:
+        from .config import Settings, build_memory
+
+        self.path, self.listener = path, listener
+        self.settings = Settings()
+        self.store = os.path.realpath(self.settings.db)
+        self.memory = build_memory(self.settings)
+        self.memory.warm(then=gc.freeze)
+        self.idle = float(os.environ.get(IDLE) or IDLE_DEFAULT)
+        self.started = time.time()
+        self.context = threading.Lock()  # the process's variables and folder, lent to one client at a time
+        self.clients: dict[int, Client] = {}
+        self.lock = threading.Lock()
+        self.quiet_since = time.monotonic()
+        self.stopping = threading.Event()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        log.warning("engine %s for %s (pid %d) listening on %s", version(), self.store, os.getpid(), self.path)
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                with self.lock:
+                    quiet = not self.clients and time.monotonic() - self.quiet_since > self.idle
+                if quiet:
+                    log.warning("no client for %.0f s: stopping", self.idle)
+                    break
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with contextlib.suppress(OSError):
+            self.listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        if not self.memory.finish_upkeep(STOP_WAIT):
+            log.warning("stopping with upkeep under way; the next upkeep finishes it")
+        logging.shutdown()
+        os._exit(0)
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            reader: BinaryIO = conn.makefile("rb")
+            try:
+                said = json.loads(reader.readline(HELLO_MAX))
+                kind = said["kind"]
+            except (ValueError, KeyError, TypeError, OSError):
+                return
+            if said.get("corrigenda") != version():
+                _answer(
+                    conn, {"ok": False, "why": f"the engine is corrigenda {version()}, not {said.get('corrigenda')}"}
+                )
+                return
+            key = id(conn)
+            with self.lock:
+                self.clients[key] = Client(kind, int(said.get("pid", 0)), str(said.get("cwd", "")))
+            try:
+                getattr(self, f"_{kind}", self._unknown)(conn, reader, said)
+            except Exception:
+                log.exception("serving a %s client failed", kind)
+            finally:
+                with self.lock:
+                    del self.clients[key]
+                    self.quiet_since = time.monotonic()
+
+    # -- what each kind of client gets -------------------------------------------------------------
+
+    def _unknown(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
+        _answer(conn, {"ok": False, "why": f"unknown kind {said['kind']!r}"})
+
+    def _status(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
+        _answer(conn, {"ok": True, "said": self.status()})
+
+    def _stop(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
+        _answer(conn, {"ok": True, "said": f"stopping the engine (pid {os.getpid()}) of {self.store}"})
+        self.stopping.set()
+
+    def _cli(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
+        from . import cli
+
+        _answer(conn, {"ok": True})
+        out, err = io.StringIO(), io.StringIO()
+        with self.lent(said), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = cli._run(said["argv"], memory_of=self.memory_for)
+            except SystemExit as exc:  # argparse's usage errors and --help
+                status = exc.code if isinstance(exc.code, int) else 2
+            except Exception as exc:
+                log.exception("a command failed: %s", said["argv"][:1])
+                err.write(
+                    f"corrigenda: {type(exc).__name__}: {exc} (the engine's log: {self.path.with_suffix('.log')})\n"
+                )
+                status = 1
+        _answer(conn, {"stdout": out.getvalue(), "stderr": err.getvalue(), "status": status})
+
+    def _mcp(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
+        import anyio
+
+        from .app import build_server
+        from .stdio import serve_streams
+
+        with self.lent(said):
+            settings = self.client_settings(said)
+        server = build_server(settings, self.memory_for, said["cwd"], environment=said["env"], owns_store=False)
+        _answer(conn, {"ok": True})
+        writer: BinaryIO = conn.makefile("wb")
+        with writer:
+            anyio.run(serve_streams, server, reader, writer)
+
+    def _ui(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
+        from . import cli
+        from .connections import bounded_server
+        from .http import RefusedToListen, check_port, netloc, refuse_exposure_without_token
+        from .ui import announcement, build_ui
+
+        with self.lent(said):
+            settings = self.client_settings(said)
+            scope = cli._resolve_scope(settings, self.memory)
+        where = netloc(settings.host, settings.ui_port)
+        try:
+            refuse_exposure_without_token(settings, where, "the web view")
+            check_port(settings.host, settings.ui_port, "--port (CORRIGENDA_UI_PORT)")
+        except RefusedToListen as exc:
+            _answer(conn, {"ok": True, "said": f"corrigenda: {exc}\n", "status": 2})
+            return
+        server = bounded_server(build_ui(self.memory, scope, settings), settings.host, settings.ui_port)
+        said_back = f"corrigenda: {announcement(f'http://{where}/', settings)} (served by the shared engine)\n"
+        _answer(conn, {"ok": True, "said": said_back})
+
+        def until_the_client_leaves() -> None:
+            with contextlib.suppress(OSError):
+                while conn.recv(1 << 16):
+                    pass
+            server.should_exit = True
+
+        threading.Thread(target=until_the_client_leaves, daemon=True).start()
+        server.run()
+
+    # -- a client's context ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lent(self, said: Mapping[str, Any]) -> Iterator[None]:
+        with self.context, client_environment(said["env"], said["cwd"]):
+            yield
+
+    def client_settings(self, said: Mapping[str, Any]) -> Settings:
+        """The settings a client's command line and variables make (in `lent`)."""
+        from . import cli
+
+        return cli._settings(cli._parser().parse_args(said["argv"]))
+
+    def memory_for(self, settings: Settings) -> Memory:
+        """The engine's memory, for a client whose settings name its store and model."""
+        if os.path.realpath(settings.db) != self.store or settings.model != self.settings.model:
+            raise RuntimeError(f"this engine serves {self.store} with {self.settings.model}, not {settings.db}")
+        return self.memory
+
+    def status(self) -> str:
+        with self.lock:
+            clients = sorted(self.clients.values(), key=lambda c: c.since)
+        rss = _rss_mib()
+        lines = [
+            f"engine: pid {os.getpid()}, corrigenda {version()}, up {_span(time.time() - self.started)}"
+            + (f", {rss:.0f} MiB resident" if rss else ""),
+            f"store: {self.store} (model {self.settings.model})",
+            f"socket: {self.path}; log: {self.path.with_suffix('.log')}",
+            f"stops after {self.idle:.0f} s with no client ({IDLE}); `corrigenda engine stop` stops it now",
+            f"clients: {len(clients) - 1} besides this one",
+        ]
+        lines += [f"  {c.kind} (pid {c.pid}) in {c.cwd}, for {_span(time.time() - c.since)}" for c in clients
+                  if c.kind != "status"]  # fmt: skip
+        return "\n".join(lines)
+
+
+def _answer(conn: socket.socket, said: Mapping[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps(said).encode() + b"\n")
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _rss_mib() -> float | None:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return None
+
+
+def main(argv: list[str]) -> int:
+    path = Path(argv[0])
+    lock = _lock(path)
+    if lock is None:
+        return 0  # another engine of this store is starting or running: the forwarders reach it
+    try:
+        listener = _listen(path)
+    except OSError as exc:  # a full disk, a folder gone: the forwarder runs its command itself
+        sys.stderr.write(f"corrigenda engine: cannot listen on {path}: {exc}\n")
+        return 3
+    from .config import Settings
+
+    logging.basicConfig(
+        level=Settings().log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    Engine(path, listener).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,13 @@ the value of each `token` parameter, its name percent-encoded or not (Starlette 
 the credential of an `Authorization` header, become REDACTED; so does a search's `q` (a person's words,
 which may quote a note: bench/log_secrets.py found one in the access log). The rest of the line
 stays, so the access log still says who asked for which page.
+
+sse_starlette logs each chunk of a Server-Sent Events stream at DEBUG (`chunk: b'event: message...'`):
+a whole JSON-RPC message of the MCP endpoint, a tool's result or a question to the person, which
+quote notes (bench/test_run_logs.py found them under `--log-level DEBUG`, over HTTP, when a call's
+answer is streamed). A filter on that logger itself (`StreamBodies`, put there when this module is
+imported, so in every process that serves, handlers or not) keeps the line and shows each chunk's
+size in its place.
 """
 
 from __future__ import annotations
@@ -57,6 +64,29 @@ class Redact(logging.Filter):
 
 
 REDACT = Redact()
+
+
+class StreamBodies(logging.Filter):
+    """Shows the size of each text or bytes argument of an sse_starlette record instead of its content
+    (`chunk: %s`, `ping: %s`), once: a record it has seen is marked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "corrigenda_bodies_hidden", False) or not isinstance(record.args, tuple):
+            return True
+        record.args = tuple(
+            f"<{len(a)} {'bytes' if isinstance(a, bytes | bytearray) else 'characters'}>"
+            if isinstance(a, str | bytes | bytearray)
+            else a
+            for a in record.args
+        )
+        record.corrigenda_bodies_hidden = True
+        return True
+
+
+STREAM_BODIES = StreamBodies()
+STREAM_LOGGERS = ("sse_starlette.sse",)  # the module's logger: `logging.getLogger(__name__)`
+for _name in STREAM_LOGGERS:
+    logging.getLogger(_name).addFilter(STREAM_BODIES)  # no-op if it is there
 
 
 def redact_every_log() -> None:

@@ -4,6 +4,7 @@ Host and Origin are always checked. Tests bind 0.0.0.0 but only ever connect to 
 from __future__ import annotations
 
 import json
+import logging
 import select
 import socket
 import subprocess
@@ -421,3 +422,18 @@ def test_redaction_hides_token_parameters_and_authorization_credentials_and_keep
     assert redact("{'authorization': 'Bearer abc'}") == "{'authorization': 'Bearer [redacted]'}"
     assert redact("(b'authorization', b'Bearer abc')") == "(b'authorization', b'Bearer [redacted]')"
     assert redact("refused a bearer token: Signature has expired") == "refused a bearer token: Signature has expired"
+
+
+def test_a_streamed_answer_is_logged_by_its_size_never_its_text(caplog: pytest.LogCaptureFixture) -> None:
+    """sse_starlette logs each chunk of an event stream at DEBUG: over HTTP, a tool's answer that quotes a
+    note (bench/test_run_logs.py found them). The line stays, the chunk's size in place of its text."""
+    import corrigenda.server.redaction  # noqa: F401  (every serving process imports it)
+
+    caplog.set_level(logging.DEBUG, logger="sse_starlette.sse")
+    chunk = b'event: message\r\ndata: {"result": {"text": "The vault code is 4711"}}\r\n\r\n'
+    logging.getLogger("sse_starlette.sse").debug("chunk: %s", chunk)
+    logging.getLogger("sse_starlette.sse").debug("ping: %s", "a comment with the vault code 4711")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"chunk: <{len(chunk)} bytes>",
+        "ping: <34 characters>",
+    ]

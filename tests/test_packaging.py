@@ -134,7 +134,7 @@ def test_the_wheel_holds_the_packages_their_data_and_the_license(dist: Path) -> 
     assert icons <= names, icons - names  # both, named: the line above holds only what the work tree has
     assert f"{info}/licenses/LICENSE" in names
     assert not any(n.startswith(("tests/", "bench/", "manifests/")) for n in names)
-    assert re.search(r"^corrigenda = corrigenda\.server\.cli:main$", entry_points, re.M)
+    assert re.search(r"^corrigenda = corrigenda\.server\.entry:main$", entry_points, re.M)
 
 
 def test_the_sdist_builds_the_same_project(dist: Path) -> None:

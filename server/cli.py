@@ -11,209 +11,24 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from corrigenda.store import InvalidArgument
 from corrigenda.store.storage.location import Location
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
-from .config import DB_DEFAULT, DB_FLAG, Settings, db_origin, default_db, missing_store, package_version
+from .cli_parser import parser
+from .config import DB_DEFAULT, DB_FLAG, Settings, db_origin, default_db, missing_store
 
 if TYPE_CHECKING:
     from corrigenda.store import Memory
-
-
-class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line on stderr, exit status 2: what was wrong and where to read more."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"corrigenda: {message} (see `{self.prog} --help`)\n")
 
 
 # Commands that only read: they never make a store (a mistyped --db would look like an empty memory).
 READS = {"recall", "show", "why", "stats", "scopes", "list", "changes", "export"}
 # Commands that write: they make the store if there is none, and say so once.
 WRITES = {"remember", "correct", "revoke", "reinstate", "link", "forget", "import"}
-
-
-def _parser() -> argparse.ArgumentParser:
-    common = _Parser(add_help=False)
-    common.add_argument("--db", help="store directory or s3://… (env CORRIGENDA_DB; default: per-user data dir)")
-    common.add_argument("--model", help="sentence-transformers model name or path (env CORRIGENDA_MODEL)")
-    common.add_argument("--scope", help="scope by name (env CORRIGENDA_SCOPE; default: this folder's project's)")
-    common.add_argument(
-        "--project", help="project folder whose scope to use (env CORRIGENDA_PROJECT; default: the working directory)"
-    )
-    printed = _Parser(add_help=False)  # a command that prints a result (not `serve`, `ui`, `install`)
-    printed.add_argument("--json", action="store_true", help="print the structured result (JSON) instead of text")
-    note = _Parser(add_help=False)  # what a written note may carry besides its text
-    note.add_argument("--kind", help="fact, decision, preference, procedure, observation, … (default fact)")
-    note.add_argument("--subject", help="key of what the note is about, e.g. service.port")
-    note.add_argument("--tag", dest="tags", action="append", help="a free label (repeat for more)")
-    note.add_argument("--source", help="where the note came from")
-    note.add_argument("--valid-from", help="when it starts to hold: ISO 8601, a date, or e.g. 2d (ago)")
-    note.add_argument("--valid-until", help="when it stops holding: ISO 8601 or a date")
-
-    parser = _Parser(prog="corrigenda", description="Agent memory with first-class corrections (MCP server).")
-    parser.add_argument("--version", action="version", version=f"corrigenda {package_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    serve = commands.add_parser(
-        "serve",
-        parents=[common],
-        help="run the MCP server (stdio by default: an MCP client launches it)",
-        epilog="HTTP access, from the environment only (a flag would show in ps): CORRIGENDA_TOKEN, a bearer "
-        "token of 16+ characters that every request must carry (required unless --host is loopback); "
-        "CORRIGENDA_ALLOWED_HOSTS and CORRIGENDA_ALLOWED_ORIGINS, comma-separated Host and Origin values to "
-        "accept instead of the defaults (the loopback names and --host, with the port); CORRIGENDA_GRANTS, a "
-        "grants file, and CORRIGENDA_OAUTH_ISSUER with CORRIGENDA_RESOURCE for OAuth access tokens; "
-        "CORRIGENDA_SESSION_SECRET, 32+ characters, the key of the web view's session cookies, the same on every "
-        "server behind one load balancer (docs/reference.md).",
-    )
-    serve.add_argument("--transport", choices=["stdio", "http"], help="env CORRIGENDA_TRANSPORT (default stdio)")
-    serve.add_argument("--host", help="http, and the web view of stdio --ui; env CORRIGENDA_HOST (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="http only; env CORRIGENDA_PORT (default 8765)")
-    serve.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
-    serve.add_argument(
-        "--ui",
-        action="store_true",
-        default=None,  # unset: CORRIGENDA_UI decides
-        help="also serve the web view from this process and its memory: with --transport http under "
-        "/ui on --port; on stdio on --ui-port. It asks for CORRIGENDA_TOKEN too, if set. env CORRIGENDA_UI=1",
-    )
-    serve.add_argument(
-        "--ui-port",
-        type=int,
-        help="stdio --ui only (with --transport http the web view is under /ui on --port); env "
-        "CORRIGENDA_UI_PORT (default 8766)",
-    )
-
-    recall = commands.add_parser(
-        "recall", parents=[common, printed], help="print what recall_chains returns for a query"
-    )
-    recall.add_argument("query")
-    recall.add_argument("--budget-tokens", type=int, default=2000, help="token budget of the answer (default 2000)")
-    recall.add_argument("--as-of", help="replay what the store believed then: ISO 8601, a date, or e.g. 2d (ago)")
-    show = commands.add_parser(
-        "show", parents=[common, printed], help="print a note with its chain and events (history)"
-    )
-    show.add_argument("note_id")
-    why = commands.add_parser("why", parents=[common, printed], help="print why_excluded for a note")
-    why.add_argument("note_id")
-    why.add_argument("--query", help="replay this recall to see where the note fell out")
-    commands.add_parser("stats", parents=[common, printed], help="print what the store holds")
-    scoping = commands.add_parser(
-        "scopes", parents=[common, printed], help="list the scopes, most recently changed first, with their counts"
-    )
-    scoping.add_argument("--offset", type=int, default=0, help="scopes to skip (default 0)")
-    scoping.add_argument("--limit", type=int, default=100, help="scopes to show (default 100)")
-    scoping.add_argument("--contains", help="only scopes whose name contains this (any case)")
-
-    listing = commands.add_parser(
-        "list", parents=[common, printed], help="list a scope's notes, newest first, by state"
-    )
-    listing.add_argument("--state", choices=["current", "history", "all"], default="all", help="default all")
-    listing.add_argument("--offset", type=int, default=0, help="notes to skip (default 0)")
-    listing.add_argument("--limit", type=int, default=50, help="notes to show (default 50)")
-    listing.add_argument("--as-of", help="replay what the store believed then: ISO 8601, a date, or e.g. 2d (ago)")
-    changed = commands.add_parser(
-        "changes", parents=[common, printed], help="what was corrected, revoked, reinstated or forgotten since a time"
-    )
-    changed.add_argument("--since", required=True, help="ISO 8601, a date (2026-12-01), or ago: 30m, 12h, 2d, 1w")
-    changed.add_argument("--limit", type=int, default=50, help="changes to show (default 50)")
-
-    remember = commands.add_parser("remember", parents=[common, printed, note], help="store a note")
-    remember.add_argument("text")
-    correct = commands.add_parser(
-        "correct",
-        parents=[common, printed, note],
-        help="replace a note with a corrected one (the old one becomes history)",
-    )
-    correct.add_argument("note_id")
-    correct.add_argument("text")
-    correct.add_argument("--reason", required=True, help="why: kept with the event and shown with the history")
-    correct.add_argument(
-        "--fork",
-        action="store_true",
-        help="correct a note that is no longer current, keeping a second current version beside the chain's",
-    )
-    revoke = commands.add_parser("revoke", parents=[common, printed], help="mark a note as wrong, with no replacement")
-    revoke.add_argument("note_id")
-    revoke.add_argument("--reason", required=True, help="why it is wrong")
-    reinstate = commands.add_parser(
-        "reinstate", parents=[common, printed], help="undo a revocation or correction (a note id or an event id)"
-    )
-    reinstate.add_argument("target_id")
-    reinstate.add_argument("--reason", required=True, help="why the revocation or correction was a mistake")
-    link = commands.add_parser(
-        "link",
-        parents=[common, printed],
-        help="record that a note depends on, refines or replaces another, or states another fact (distinct)",
-    )
-    link.add_argument("src_id")
-    link.add_argument("kind", choices=["depends_on", "refines", "supersedes", "distinct"])
-    link.add_argument("dst_id")
-    link.add_argument("--reason", help="why (required for supersedes)")
-    forget = commands.add_parser(
-        "forget", parents=[common, printed], help="delete a note for real (for privacy); asks first"
-    )
-    forget.add_argument("note_id")
-    forget.add_argument("--reason", required=True, help="why it is erased (kept; the text is not)")
-    forget.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-
-    export = commands.add_parser(
-        "export", parents=[common], help="write notes and events as JSON Lines (every scope, or --scope)"
-    )
-    export.add_argument("--out", help="file to write (default: stdout)")
-    export.add_argument(
-        "--vectors", action="store_true", help="include the embeddings (an import then skips the model)"
-    )
-    load = commands.add_parser(
-        "import",
-        parents=[common, printed],
-        help="import a corrigenda export (into the scopes it names), or a knowledge-graph memory.jsonl "
-        "(into --scope, else this folder's project's)",
-    )
-    load.add_argument("file")
-    load.add_argument(
-        "--partial",
-        action="store_true",
-        help="restore an export whose trailer is missing or does not match (cut short, or made before trailers)",
-    )
-    setup = commands.add_parser(
-        "install",
-        help="write corrigenda's entry into an MCP client's configuration (keeps the rest, and a backup)",
-        description="VS Code's folders (its MCP roots) and Cursor's (its WORKSPACE_FOLDER_PATHS) choose the "
-        "project, a window without one is scope 'default'; Claude Code starts the server in the project; "
-        "Claude Desktop has no workspace (scope 'default' unless --project or --scope is given). --db, --scope "
-        "and --model are passed on as CORRIGENDA_* variables. An entry already there is updated, keeping its "
-        "env and other keys; comments, the file's mode and a symlink are kept; each run leaves a backup.",
-    )
-    setup.add_argument("client", choices=["claude-desktop", "claude-code", "cursor", "vscode"])
-    setup.add_argument("--print", dest="print_only", action="store_true", help="print the entry; write nothing")
-    setup.add_argument("--project", help="a fixed project folder for every session of this client")
-    setup.add_argument("--db", help="the store every session of this client uses (default: per-user data dir)")
-    setup.add_argument("--scope", help="a fixed scope for every session of this client")
-    setup.add_argument("--model", help="sentence-transformers model name or path")
-    engine = commands.add_parser(
-        "engine",
-        parents=[common],
-        help="the shared engine of a store: status (pid, clients, memory) or stop",
-        description="Every client, command and web view of one store on this machine shares one engine "
-        "process, started by the first and stopped after CORRIGENDA_ENGINE_IDLE seconds without a client "
-        "(default 300). CORRIGENDA_ENGINE=off runs each in its own process instead.",
-    )
-    engine.add_argument("action", choices=["status", "stop"])
-    web = commands.add_parser(
-        "ui", parents=[common], help="a web view to look through and fix the memory (on loopback by default)"
-    )
-    web.add_argument(
-        "--host",
-        help="env CORRIGENDA_HOST (default 127.0.0.1); off loopback only with CORRIGENDA_TOKEN set, which every "
-        "request must then carry (if set, on loopback too)",
-    )
-    web.add_argument("--port", dest="ui_port", type=int, help="env CORRIGENDA_UI_PORT (default 8766)")
-    return parser
 
 
 RELATIVE = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
@@ -298,44 +113,6 @@ def in_cli_words(text: str) -> str:
     return text
 
 
-def _export(memory: Memory, scope: str | None, out: str | None, vectors: bool) -> None:
-    """Every scope unless --scope names one (not the CORRIGENDA_SCOPE default: an export is a backup). To
-    a file, it says on stderr what it wrote where; to stdout, the lines alone."""
-    lines = memory.export(scope, vectors)
-    if out is None:
-        for line in lines:
-            sys.stdout.write(line + "\n")
-        return
-    first = last = ""
-    partial = out + ".partial"  # a file cut short never passes for an export
-    try:
-        with open(partial, "w", encoding="utf-8") as file:
-            for line in lines:
-                first = first or line
-                last = line
-                file.write(line + "\n")
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
-        raise
-    os.replace(partial, out)
-    header, trailer = json.loads(first), json.loads(last)  # the export's first and last lines: what it holds
-    scopes = ", ".join(header["scopes"]) or "none"
-    sys.stderr.write(
-        in_cli_words(f"corrigenda: wrote {trailer['notes']} notes and {trailer['events']} events (scopes: {scopes}) "
-                     f"to {os.path.abspath(out)}\n")
-    )  # fmt: skip
-
-
-def _progress(done: int, total: int) -> None:
-    """A bar on stderr, redrawn in place: stdout keeps the summary (or --json) alone."""
-    filled = 30 * done // total if total else 30
-    sys.stderr.write(f"\rimporting notes [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 def _store_path(settings: Settings) -> str | None:
     """The directory of a store on this machine's disk; None for a bucket (or LanceDB's memory://)."""
     return settings.db if Location(settings.db).is_local else None
@@ -347,15 +124,6 @@ def _resolve_scope(settings: Settings, memory: Memory) -> str:
     if settings.scope is not None:
         return settings.scope
     return resolve(settings.project, None, lambda: [c.scope for c in memory.scopes()], os.getcwd())[0]
-
-
-def _confirm(question: str) -> bool:
-    """Ask on the terminal; without one (a script, CI) the answer is no: pass --yes."""
-    if not sys.stdin.isatty():
-        return False
-    sys.stderr.write(f"{question} [y/N] ")
-    sys.stderr.flush()
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -393,7 +161,7 @@ def _no_store(command: str, settings: Settings, missing: str) -> str:
 def _run(argv: Sequence[str] | None, memory_of: Callable[[Settings], Memory] | None = None) -> int:
     """A command; `memory_of` gives the store its settings name (the shared engine's, engine.py), else
     the command opens it."""
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         settings = _settings(args)
     except ValidationError as exc:
@@ -417,17 +185,21 @@ def _run(argv: Sequence[str] | None, memory_of: Callable[[Settings], Memory] | N
     new_store = missing is not None and args.command in WRITES | {"serve"}
 
     if args.command == "serve":
-        return _serve(args, settings, missing)
+        from .cli_serve import serve
+
+        return serve(args, settings, missing)
     if args.command == "engine":  # through forward.py (entry.py), which needs none of this
         from . import forward
 
         return forward.engine_command(args.action, list(sys.argv[1:] if argv is None else argv), os.environ)
     if args.command == "install":
-        return _install(args)
+        from .cli_serve import install_entry
+
+        return install_entry(args)
 
     from corrigenda.store import CorrigendaError
 
-    from . import render
+    from .cli_commands import COMMANDS, Call
     from .config import build_memory
 
     memory = (memory_of or build_memory)(settings)
@@ -446,52 +218,9 @@ def _run(argv: Sequence[str] | None, memory_of: Callable[[Settings], Memory] | N
         as_of = parse_time("--as-of", getattr(args, "as_of", None), now)
         scope = _resolve_scope(settings, memory)
         named = settings.scope is not None  # else this folder's project's: a new one is empty, not a typo
-        if args.command == "recall":
-            r = memory.recall(args.query, scope, args.budget_tokens, as_of=as_of, named=named)
-            _show(r, render.recall(r), args.json)
-        elif args.command == "show":
-            h = memory.history(args.note_id)
-            _show(h, render.history(h), args.json)
-        elif args.command == "why":
-            x = memory.why_excluded(args.note_id, args.query, scope)
-            _show(x, render.exclusion(x), args.json)
-        elif args.command == "stats":
-            stats = memory.stats()
-            _show(stats, "\n".join(f"{k}: {v}" for k, v in stats.items()), args.json)
-        elif args.command == "scopes":
-            listed = memory.scope_page(args.offset, args.limit, args.contains, default_scope=scope)
-            _show(listed, render.scopes(listed), args.json)
-        elif args.command == "list":
-            page = memory.list_notes(scope, args.state, args.offset, args.limit, as_of, named=named)
-            _show(page, render.note_list(page), args.json)
-        elif args.command == "changes":
-            since = parse_time("--since", args.since, now)
-            assert since is not None
-            found = memory.changes(since, scope, args.limit, named=named)
-            _show(found, render.changes(found), args.json)
-        elif args.command == "export":
-            _export(memory, args.scope, args.out, args.vectors)
-        elif args.command == "import":
-            try:
-                with open(args.file, encoding="utf-8", newline="") as file:
-                    lines = file.read().split("\n")  # checked in full before anything is written
-            except OSError as exc:
-                return _fail(
-                    f"import: cannot read {args.file} ({exc.strerror}): give the path of a file that "
-                    "`corrigenda export --out FILE` wrote, or of a knowledge-graph memory.jsonl"
-                )
-            if args.scope is not None and '"corrigenda-export"' in next((line for line in lines if line.strip()), ""):
-                raise ValueError(
-                    "--scope: a corrigenda export goes back into the scopes it names; --scope is for a "
-                    "knowledge-graph memory.jsonl (leave it out)"
-                )
-            done = memory.import_lines(
-                lines, scope, actor="corrigenda import", source=os.path.basename(args.file), progress=_progress,
-                partial=args.partial,
-            )  # fmt: skip
-            _show(done, render.imported(done), args.json)
-        elif args.command in WRITES and not _write(args, memory, scope, now, settings.person_actor):
-            return _fail("forget: not confirmed, nothing erased (pass --yes to skip the question)")
+        done = COMMANDS[args.command](Call(args, memory, scope, named, now, as_of, settings.person_actor))
+        if done is not None:
+            return done
     except (CorrigendaError, ValueError) as exc:
         return _fail(f"{args.command}: {exc}")
     except (KeyboardInterrupt, BrokenPipeError):
@@ -500,147 +229,11 @@ def _run(argv: Sequence[str] | None, memory_of: Callable[[Settings], Memory] | N
         logging.getLogger(__name__).debug("%s failed", args.command, exc_info=True)
         return _fail(f"{args.command} failed: {type(exc).__name__}: {exc}")
     finally:
-        memory.close()
+        if memory_of is None:  # this command opened the store; the engine's outlives the command
+            memory.close()
     if new_store:
         sys.stderr.write(f"corrigenda: made a new store at {path}\n")
     return 0
-
-
-def _write(args: argparse.Namespace, memory: Memory, scope: str, now: datetime, actor: str) -> bool:
-    """A person's write: recorded with `actor` (the settings' person). False: a forget the person did not confirm."""
-    from corrigenda.store import Draft
-
-    from . import render
-
-    if args.command in ("remember", "correct"):
-        given = {k: getattr(args, k) for k in ("kind", "subject", "tags", "source") if getattr(args, k)}
-        valid = {
-            k: parse_time(f"--{k.replace('_', '-')}", getattr(args, k), now) for k in ("valid_from", "valid_until")
-        }
-        draft = Draft(text=args.text, **given, **{k: v for k, v in valid.items() if v is not None})
-        if args.command == "remember":
-            remembered = memory.remember(draft, scope=scope, actor=actor)
-            _show(remembered, render.remembered(remembered), args.json)
-        else:
-            c = memory.correct(args.note_id, draft, reason=args.reason, actor=actor, fork=args.fork)
-            _show(c, render.corrected(c), args.json)
-    elif args.command == "revoke":
-        revoked = memory.revoke(args.note_id, reason=args.reason, actor=actor)
-        _show(revoked, render.lifecycle(revoked, "Revoked"), args.json)
-    elif args.command == "reinstate":
-        reinstated = memory.reinstate(args.target_id, reason=args.reason, actor=actor)
-        _show(reinstated, render.lifecycle(reinstated, "Reinstated"), args.json)
-    elif args.command == "link":
-        linked = memory.link(args.src_id, args.dst_id, args.kind, reason=args.reason, actor=actor)
-        _show(linked, render.linked(linked), args.json)
-    elif args.command == "forget":
-        if not args.yes:
-            note = memory.history(args.note_id).note
-            if not _confirm(f"Erase note {note.id} for good: {note.text[:80]!r}?"):
-                return False
-        f = memory.forget(args.note_id, reason=args.reason, actor=actor)
-        _show(f, render.forgotten(f), args.json)
-    return True
-
-
-def _install(args: argparse.Namespace) -> int:
-    from . import install
-
-    given = {"CORRIGENDA_DB": args.db, "CORRIGENDA_SCOPE": args.scope, "CORRIGENDA_MODEL": args.model}
-    env = {name: value for name, value in given.items() if value}
-    if args.db and Location(args.db).is_local:
-        env["CORRIGENDA_DB"] = os.path.abspath(os.path.expanduser(args.db))  # a client starts elsewhere
-    project = os.path.abspath(os.path.expanduser(args.project)) if args.project else None
-    try:
-        made = install.entry(args.client, install.executable(), project, env)
-        if args.print_only:
-            sys.stdout.write(made.snippet() + "\n")
-            return 0
-        done = install.write(made)
-    except install.InstallError as exc:
-        return _fail(f"install: {exc}")
-    if done.changed:
-        was = f"; the file as it was is {done.backup}" if done.backup else ""
-        said = f"corrigenda: wrote the {install.NAME!r} entry into {done.file}{was}. Restart the client.\n"
-    else:
-        said = f"corrigenda: {done.file} already has this {install.NAME!r} entry; nothing written.\n"
-    lines = [said, *(f"  {change}\n" for change in done.changed if change != "added the entry")]
-    sys.stderr.write("".join(lines + [f"  kept {kept}\n" for kept in done.kept]))
-    return 0
-
-
-def _serve(args: argparse.Namespace, settings: Settings, missing: str | None) -> int:
-    import anyio
-    from corrigenda.store import CorrigendaError
-    from corrigenda.store.tables import Tables
-
-    from . import grants
-    from .app import build_server
-    from .config import build_memory
-    from .grants import GrantsError
-    from .http import RefusedToListen, netloc, refuse_exposure_without_token, serve_http
-    from .stdio import serve_stdio
-
-    if settings.transport == "http" and args.ui_port is not None:
-        return _fail("--ui-port: with --transport http the web view is served under /ui on --port, beside the MCP "
-                     "endpoint; --ui-port is for the web view of a stdio server")  # fmt: skip
-    notices = [f"{missing} yet; an agent's first write makes it (until then a read says there is none)"]
-    notices = notices if missing else []
-    # One Memory for the process: the MCP server's lifespan takes this one, and the web view reads it.
-    memory = build_memory(settings)
-    try:
-        server = build_server(settings, lambda _: memory, os.getcwd())
-    except GrantsError as exc:
-        return _fail(str(exc))
-    if settings.transport == "http" and settings.grants is not None and not missing:
-        unmatched = grants.load(settings.grants, oauth=settings.oauth_issuer is not None).unmatched(
-            c.scope for c in memory.scopes()
-        )
-        if unmatched:
-            notices.append(f"grants: no scope matches {'; '.join(unmatched)} (yet)")
-    try:
-        if settings.transport == "http":
-            try:
-                if Location(settings.db).is_remote:  # a bucket that cannot be opened stops it before it listens
-                    Tables(settings.db, settings.storage_options).count()
-                routes = []
-                if settings.ui:
-                    from .ui import PREFIX, announcement, mounted_ui
-
-                    routes.append(mounted_ui(memory, _resolve_scope(settings, memory), settings))
-                    notices.append(announcement(f"http://{netloc(settings.host, settings.port)}{PREFIX}/", settings))
-                serve_http(server, settings, notices, routes)
-            except (RefusedToListen, CorrigendaError) as exc:
-                return _fail(str(exc))
-        else:
-            if settings.ui:
-                from .ui import serve_ui_beside
-
-                try:
-                    refuse_exposure_without_token(settings, netloc(settings.host, settings.ui_port), "the web view")
-                except RefusedToListen as exc:
-                    return _fail(str(exc))
-                serve_ui_beside(memory, lambda: _resolve_scope(settings, memory), settings)
-            for notice in notices:
-                sys.stderr.write(f"corrigenda: {notice}\n")
-            if sys.stdin.isatty():  # a person ran it in a terminal: say why it looks idle
-                sys.stderr.write(
-                    "corrigenda: an MCP server on stdio, waiting for a client's messages on stdin (an MCP client "
-                    "launches it; `corrigenda install CLIENT` sets one up). Ctrl-C stops it.\n"
-                )
-            anyio.run(serve_stdio, server)
-    except KeyboardInterrupt:  # Ctrl-C (uvicorn raises it again once it has shut down): the lifespan is done
-        sys.stderr.write("corrigenda: stopped\n")
-        _leave(130)
-    _leave(0)
-
-
-def _leave(status: int) -> NoReturn:
-    """Every write is on disk by now. Leave without interpreter teardown, which can abort ("exception not
-    rethrown") while the background thread is still inside torch's import."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -255,8 +255,9 @@ class Engine:
     def client_settings(self, said: Mapping[str, Any]) -> Settings:
         """The settings a client's command line and variables make (in `lent`)."""
         from . import cli
+        from .cli_parser import parser
 
-        return cli._settings(cli._parser().parse_args(said["argv"]))
+        return cli._settings(parser().parse_args(said["argv"]))
 
     def memory_for(self, settings: Settings) -> Memory:
         """The engine's memory, for a client whose settings name its store and model."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from corrigenda.server.cli import _parser
+from corrigenda.server.cli_parser import parser as _parser
 from corrigenda.server.config import Settings
 from corrigenda.server.project import project_scope
 from mcp.client.stdio import StdioServerParameters

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from corrigenda.server import render
-from corrigenda.server.cli import _export
+from corrigenda.server.cli_commands import _export
 from corrigenda.store import Draft, InvalidArgument, Memory, SentenceTransformerEmbedder, transfer
 from corrigenda.store.ids import new_note_id
 from corrigenda.store.model import (

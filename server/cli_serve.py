@@ -1,0 +1,115 @@
+"""The commands that run no store command: `serve` in this process and `install`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NoReturn
+
+from corrigenda.store.storage.location import Location
+
+from .cli import _fail, _resolve_scope
+from .config import Settings
+
+
+def install_entry(args: argparse.Namespace) -> int:
+    """`corrigenda install CLIENT`: the entry written (or printed), what changed and what was kept."""
+    from . import install
+
+    given = {"CORRIGENDA_DB": args.db, "CORRIGENDA_SCOPE": args.scope, "CORRIGENDA_MODEL": args.model}
+    env = {name: value for name, value in given.items() if value}
+    if args.db and Location(args.db).is_local:
+        env["CORRIGENDA_DB"] = os.path.abspath(os.path.expanduser(args.db))  # a client starts elsewhere
+    project = os.path.abspath(os.path.expanduser(args.project)) if args.project else None
+    try:
+        made = install.entry(args.client, install.executable(), project, env)
+        if args.print_only:
+            sys.stdout.write(made.snippet() + "\n")
+            return 0
+        done = install.write(made)
+    except install.InstallError as exc:
+        return _fail(f"install: {exc}")
+    if done.changed:
+        was = f"; the file as it was is {done.backup}" if done.backup else ""
+        said = f"corrigenda: wrote the {install.NAME!r} entry into {done.file}{was}. Restart the client.\n"
+    else:
+        said = f"corrigenda: {done.file} already has this {install.NAME!r} entry; nothing written.\n"
+    lines = [said, *(f"  {change}\n" for change in done.changed if change != "added the entry")]
+    sys.stderr.write("".join(lines + [f"  kept {kept}\n" for kept in done.kept]))
+    return 0
+
+
+def serve(args: argparse.Namespace, settings: Settings, missing: str | None) -> int:
+    """`corrigenda serve` in this process: stdio (with the web view beside it if asked) or HTTP."""
+    import anyio
+    from corrigenda.store import CorrigendaError
+    from corrigenda.store.tables import Tables
+
+    from . import grants
+    from .app import build_server
+    from .config import build_memory
+    from .grants import GrantsError
+    from .http import RefusedToListen, netloc, refuse_exposure_without_token, serve_http
+    from .stdio import serve_stdio
+
+    if settings.transport == "http" and args.ui_port is not None:
+        return _fail("--ui-port: with --transport http the web view is served under /ui on --port, beside the MCP "
+                     "endpoint; --ui-port is for the web view of a stdio server")  # fmt: skip
+    notices = [f"{missing} yet; an agent's first write makes it (until then a read says there is none)"]
+    notices = notices if missing else []
+    # One Memory for the process: the MCP server's lifespan takes this one, and the web view reads it.
+    memory = build_memory(settings)
+    try:
+        server = build_server(settings, lambda _: memory, os.getcwd())
+    except GrantsError as exc:
+        return _fail(str(exc))
+    if settings.transport == "http" and settings.grants is not None and not missing:
+        unmatched = grants.load(settings.grants, oauth=settings.oauth_issuer is not None).unmatched(
+            c.scope for c in memory.scopes()
+        )
+        if unmatched:
+            notices.append(f"grants: no scope matches {'; '.join(unmatched)} (yet)")
+    try:
+        if settings.transport == "http":
+            try:
+                if Location(settings.db).is_remote:  # a bucket that cannot be opened stops it before it listens
+                    Tables(settings.db, settings.storage_options).count()
+                routes = []
+                if settings.ui:
+                    from .ui import PREFIX, announcement, mounted_ui
+
+                    routes.append(mounted_ui(memory, _resolve_scope(settings, memory), settings))
+                    notices.append(announcement(f"http://{netloc(settings.host, settings.port)}{PREFIX}/", settings))
+                serve_http(server, settings, notices, routes)
+            except (RefusedToListen, CorrigendaError) as exc:
+                return _fail(str(exc))
+        else:
+            if settings.ui:
+                from .ui import serve_ui_beside
+
+                try:
+                    refuse_exposure_without_token(settings, netloc(settings.host, settings.ui_port), "the web view")
+                except RefusedToListen as exc:
+                    return _fail(str(exc))
+                serve_ui_beside(memory, lambda: _resolve_scope(settings, memory), settings)
+            for notice in notices:
+                sys.stderr.write(f"corrigenda: {notice}\n")
+            if sys.stdin.isatty():  # a person ran it in a terminal: say why it looks idle
+                sys.stderr.write(
+                    "corrigenda: an MCP server on stdio, waiting for a client's messages on stdin (an MCP client "
+                    "launches it; `corrigenda install CLIENT` sets one up). Ctrl-C stops it.\n"
+                )
+            anyio.run(serve_stdio, server)
+    except KeyboardInterrupt:  # Ctrl-C (uvicorn raises it again once it has shut down): the lifespan is done
+        sys.stderr.write("corrigenda: stopped\n")
+        leave(130)
+    leave(0)
+
+
+def leave(status: int) -> NoReturn:
+    """Every write is on disk by now. Leave without interpreter teardown, which can abort ("exception not
+    rethrown") while the background thread is still inside torch's import."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

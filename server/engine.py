@@ -25,6 +25,7 @@ import io
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .forward import CLIENT_VARIABLES, IDLE, version
+from .forward import CLIENT_VARIABLES, IDLE, code
 
 try:
     import fcntl
@@ -103,14 +104,16 @@ def client_environment(env: Mapping[str, str], cwd: str) -> Iterator[None]:
 
 
 class Engine:
-    def __init__(self, path: Path, listener: socket.socket) -> None:
+    def __init__(self, path: Path, listener: socket.socket, lock: int) -> None:
         from .config import Settings, build_memory
 
-        self.path, self.listener = path, listener
+        self.code = code()  # what this process runs: a forwarder of other code is refused
+        self.path, self.listener, self.lock_fd = path, listener, lock
         self.settings = Settings()
         self.store = os.path.realpath(self.settings.db)
+        # The model loads at a stdio client's `initialized` (app.SessionHooks) or a command's first
+        # embedding, after the first answer: loading it here held up the first client's handshake.
         self.memory = build_memory(self.settings)
-        self.memory.warm(then=gc.freeze)
         self.idle = float(os.environ.get(IDLE) or IDLE_DEFAULT)
         self.started = time.time()
         self.context = threading.Lock()  # the process's variables and folder, lent to one client at a time
@@ -122,7 +125,10 @@ class Engine:
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self) -> None:
-        log.warning("engine %s for %s (pid %d) listening on %s", version(), self.store, os.getpid(), self.path)
+        from .config import package_version
+
+        threading.Thread(target=self.retire_others, name="corrigenda-retire", daemon=True).start()
+        log.warning("engine %s for %s (pid %d) listening on %s", package_version(), self.store, os.getpid(), self.path)
         while not self.stopping.is_set():
             try:
                 conn, _ = self.listener.accept()
@@ -142,6 +148,7 @@ class Engine:
             self.listener.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        os.close(self.lock_fd)  # the next engine may start while this one finishes its upkeep
         if not self.memory.finish_upkeep(STOP_WAIT):
             log.warning("stopping with upkeep under way; the next upkeep finishes it")
         logging.shutdown()
@@ -155,9 +162,16 @@ class Engine:
                 kind = said["kind"]
             except (ValueError, KeyError, TypeError, OSError):
                 return
-            if said.get("corrigenda") != version():
+            if kind == "retire":  # from a newer engine of this store, whatever its code (`retire_others`)
+                self._retire(conn, said)
+                return
+            if said.get("corrigenda") != self.code:
                 _answer(
-                    conn, {"ok": False, "why": f"the engine is corrigenda {version()}, not {said.get('corrigenda')}"}
+                    conn,
+                    {
+                        "ok": False,
+                        "why": f"the engine runs other code ({self.code}, not {said.get('corrigenda')}): another version",
+                    },
                 )
                 return
             key = id(conn)
@@ -176,6 +190,30 @@ class Engine:
 
     def _unknown(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
         _answer(conn, {"ok": False, "why": f"unknown kind {said['kind']!r}"})
+
+    def _retire(self, conn: socket.socket, said: Mapping[str, Any]) -> None:
+        """Another engine of this store, of other code, has started: stop once the last client leaves."""
+        if said.get("store") == self.store:
+            log.warning(
+                "an engine of other code (%s) serves %s now: stopping when idle", said.get("corrigenda"), self.store
+            )
+            self.idle = 0.0
+            _answer(conn, {"ok": True, "said": f"pid {os.getpid()} stops when its last client leaves"})
+        else:
+            _answer(conn, {"ok": False, "why": "another store"})
+
+    def retire_others(self) -> None:
+        """An engine of this store left by other code (before an upgrade, or an edit of an editable
+        install) is asked to stop when idle: one engine, one writer, once its clients are gone."""
+        said = json.dumps({"corrigenda": self.code, "kind": "retire", "store": self.store, "pid": os.getpid()})
+        for other in self.path.parent.glob("*.sock"):
+            if other == self.path:
+                continue
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(2.0)
+                sock.connect(str(other))
+                sock.sendall(said.encode() + b"\n")
+                sock.recv(1 << 12)
 
     def _status(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
         _answer(conn, {"ok": True, "said": self.status()})
@@ -201,6 +239,7 @@ class Engine:
                 )
                 status = 1
         _answer(conn, {"stdout": out.getvalue(), "stderr": err.getvalue(), "status": status})
+        gc.freeze()  # what the command loaded (torch, the model) stays out of the collector's full passes
 
     def _mcp(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
         import anyio
@@ -266,11 +305,13 @@ class Engine:
         return self.memory
 
     def status(self) -> str:
+        from .config import package_version
+
         with self.lock:
             clients = sorted(self.clients.values(), key=lambda c: c.since)
         rss = _rss_mib()
         lines = [
-            f"engine: pid {os.getpid()}, corrigenda {version()}, up {_span(time.time() - self.started)}"
+            f"engine: pid {os.getpid()}, corrigenda {package_version()} ({self.code}), up {_span(time.time() - self.started)}"
             + (f", {rss:.0f} MiB resident" if rss else ""),
             f"store: {self.store} (model {self.settings.model})",
             f"socket: {self.path}; log: {self.path.with_suffix('.log')}",
@@ -314,7 +355,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=Settings().log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
-    Engine(path, listener).run()
+    engine = Engine(path, listener, lock)
+    signal.signal(signal.SIGTERM, lambda *_: engine.stopping.set())  # `kill`: stop as `engine stop` does
+    engine.run()
     return 0
 
 

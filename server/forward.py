@@ -4,8 +4,9 @@ anything heavy is imported, and a CLI command through a warm engine costs what s
 
 Which engine: one per user, store and corrigenda version, behind a Unix socket in a per-user runtime
 directory (`runtime_dir`, mode 0700, owned by the user; the socket 0600). Its name is a hash of the
-version, the store's real path and the model, so a store named through a symlink or with a trailing
-slash is the same engine, and a forwarder of another version never meets this one's engine. A store
+code (`code`: another version, or a change of an editable install), the store's real path and the
+model, so a store named through a symlink or with a trailing slash is the same engine, and a
+forwarder of other code never meets this one's engine. A store
 on a bucket, Windows, `CORRIGENDA_ENGINE=off`, a runtime directory that is not private, or a socket
 path the system cannot take: the command runs in its own process, as before, saying why on stderr
 unless it was switched off.
@@ -57,14 +58,17 @@ class NoEngine(Exception):
     """This command runs in its own process; the message says why (empty: switched off)."""
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("corrigenda")
-    except PackageNotFoundError:
-        return "0"
+def code() -> str:
+    """Which code this is: a digest of the name, size and time of every module of corrigenda's two
+    packages (~80 stat calls), so that a forwarder and an engine of different code never meet, even
+    one version apart in an editable install (and importlib.metadata stays unimported: ~30 ms)."""
+    digest = hashlib.sha256()
+    top = Path(__file__).resolve().parent.parent  # site-packages/corrigenda, or the clone's root
+    for package in ("store", "server"):
+        for module in sorted((top / package).rglob("*.py")):
+            info = module.stat()
+            digest.update(f"{module.relative_to(top)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def _flag(argv: Sequence[str], name: str) -> str | None:
@@ -112,7 +116,7 @@ def socket_path(argv: Sequence[str], env: Mapping[str, str]) -> Path:
     store = store_of(argv, env)
     model = _flag(argv, "--model") or env.get("CORRIGENDA_MODEL") or DEFAULT_MODEL
     floor = env.get("CORRIGENDA_MIN_SIMILARITY", "")
-    key = hashlib.sha256(f"{version()}\n{store}\n{model}\n{floor}".encode()).hexdigest()[:20]
+    key = hashlib.sha256(f"{code()}\n{store}\n{model}\n{floor}".encode()).hexdigest()[:20]
     path = runtime_dir(env) / f"{key}.sock"
     if len(os.fsencode(path)) > SOCKET_PATH_MAX:
         raise NoEngine(f"the socket path {path} is too long for this system; set {RUNTIME} to a shorter folder")
@@ -121,7 +125,7 @@ def socket_path(argv: Sequence[str], env: Mapping[str, str]) -> Path:
 
 def hello(kind: str, argv: Sequence[str], env: Mapping[str, str]) -> bytes:
     sent = {k: v for k, v in env.items() if k.startswith("CORRIGENDA_") or k in CLIENT_VARIABLES}
-    said = {"corrigenda": version(), "kind": kind, "argv": list(argv), "cwd": os.getcwd(), "env": sent,
+    said = {"corrigenda": code(), "kind": kind, "argv": list(argv), "cwd": os.getcwd(), "env": sent,
             "pid": os.getpid()}  # fmt: skip
     return json.dumps(said).encode() + b"\n"
 
@@ -161,7 +165,10 @@ def connect(kind: str, argv: Sequence[str], env: Mapping[str, str], start: bool 
             if started is None:
                 started = time.monotonic()
                 engine = _spawn(path, argv, env)
-            elif engine is not None and engine.poll() not in (None, 0):  # 0: another engine holds the lock
+            elif engine is not None and engine.poll() == 0:  # another engine held the lock: it may be stopping
+                engine = _spawn(path, argv, env) if time.monotonic() - started < START_WAIT else None
+                time.sleep(0.2)
+            elif engine is not None and engine.poll() is not None:
                 raise NoEngine(f"the engine could not start (its log: {path.with_suffix('.log')})") from None
             elif time.monotonic() - started > START_WAIT:
                 raise NoEngine(
@@ -171,7 +178,7 @@ def connect(kind: str, argv: Sequence[str], env: Mapping[str, str], start: bool 
     try:
         sock.settimeout(START_WAIT)
         sock.sendall(hello(kind, argv, env))
-        answer = _line(sock.makefile("rb"))
+        answer = _first_line(sock)
         sock.settimeout(None)
     except OSError as exc:
         sock.close()
@@ -181,6 +188,19 @@ def connect(kind: str, argv: Sequence[str], env: Mapping[str, str], start: bool 
         why = answer.get("why") if answer else "it closed the connection"
         raise NoEngine(f"the engine refused: {why} (its log: {path.with_suffix('.log')})")
     return sock, answer
+
+
+def _first_line(sock: socket.socket) -> dict | None:
+    """The engine's answer to a hello, read a byte at a time: a buffered reader would take what follows
+    it too (a quick command's whole result) and keep it from the reader that comes next."""
+    raw = bytearray()
+    while not raw.endswith(b"\n"):
+        byte = sock.recv(1)
+        if not byte:
+            return None
+        raw += byte
+    said = json.loads(raw)
+    return said if isinstance(said, dict) else None
 
 
 def _line(stream: IO[bytes]) -> dict | None:
@@ -267,13 +287,14 @@ class Pump:
 
     def _answers(self, sock: socket.socket, replies: IO[bytes] | None = None) -> None:
         replies = replies or sock.makefile("rb")
-        for line in iter(replies.readline, b""):
-            message = _parsed(line)
-            if "method" not in message and "id" in message:
-                with self.lock:
-                    self.pending.pop(_key(message["id"]), None)
-            self.out.write(line)
-            self.out.flush()
+        with contextlib.suppress(OSError):  # a reset (an engine killed with unread bytes) ends it as an end does
+            for line in iter(replies.readline, b""):
+                message = _parsed(line)
+                if "method" not in message and "id" in message:
+                    with self.lock:
+                        self.pending.pop(_key(message["id"]), None)
+                self.out.write(line)
+                self.out.flush()
         with self.lock:
             self._lost(sock)
 

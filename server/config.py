@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from corrigenda.store.errors import InvalidArgument
@@ -12,7 +12,7 @@ from corrigenda.store.model import MAX_ACTOR, PERSON
 from corrigenda.store.storage.location import Location
 from corrigenda.store.where import SCOPE_MAX, SCOPE_PATTERN, check_scope
 from platformdirs import user_data_dir
-from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -167,6 +167,13 @@ class Settings(BaseSettings):
         "is recorded as an edge by 'person:NAME'. Off: the proposals are returned, nothing asked.",
     )
 
+    # Whether `db` came from CORRIGENDA_DB, read with the settings (db_origin): the shared engine builds a
+    # client's settings with that client's variables in place, and reads the settings after (engine.py).
+    _db_from_variable: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any) -> None:
+        self._db_from_variable = os.environ.get(DB_VARIABLE) == self.db
+
     @property
     def person_actor(self) -> str:
         """The actor of a person's own writes: their name, marked as a person's (never an agent's)."""
@@ -274,7 +281,7 @@ DB_FLAG, DB_VARIABLE, DB_DEFAULT = "--db", "CORRIGENDA_DB", "the default"
 def db_origin(settings: Settings) -> str:
     """Where the store's path came from: DB_VARIABLE, DB_DEFAULT, else DB_FLAG (a flag wins over the
     variable, which wins over the default)."""
-    if os.environ.get(DB_VARIABLE) == settings.db:
+    if settings._db_from_variable:
         return DB_VARIABLE
     return DB_DEFAULT if settings.db == default_db() else DB_FLAG
 

@@ -14,7 +14,7 @@ after CORRIGENDA_ENGINE_IDLE seconds with no client (default IDLE_DEFAULT), and 
 its socket, so that two forwarders starting engines at once make one: the second finds the lock
 taken and leaves. A socket left by an engine that was killed is replaced by the next one.
 
-Run by forward.py as `python -m corrigenda.server.engine SOCKET`.
+Run by forward.py as `python -m corrigenda.server.engine SOCKET STORE MODEL`.
 """
 
 from __future__ import annotations
@@ -104,12 +104,12 @@ def client_environment(env: Mapping[str, str], cwd: str) -> Iterator[None]:
 
 
 class Engine:
-    def __init__(self, path: Path, listener: socket.socket, lock: int) -> None:
+    def __init__(self, path: Path, listener: socket.socket, lock: int, store: str, model: str) -> None:
         from .config import Settings, build_memory
 
         self.code = code()  # what this process runs: a forwarder of other code is refused
         self.path, self.listener, self.lock_fd = path, listener, lock
-        self.settings = Settings()
+        self.settings = Settings(db=store, model=model)
         self.store = os.path.realpath(self.settings.db)
         # The model loads at a stdio client's `initialized` (app.SessionHooks) or a command's first
         # embedding, after the first answer: loading it here held up the first client's handshake.
@@ -355,7 +355,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=Settings().log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
-    engine = Engine(path, listener, lock)
+    engine = Engine(path, listener, lock, argv[1], argv[2])
     signal.signal(signal.SIGTERM, lambda *_: engine.stopping.set())  # `kill`: stop as `engine stop` does
     engine.run()
     return 0

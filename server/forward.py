@@ -130,17 +130,24 @@ def hello(kind: str, argv: Sequence[str], env: Mapping[str, str]) -> bytes:
     return json.dumps(said).encode() + b"\n"
 
 
+ENGINE_VARIABLES = {"CORRIGENDA_MIN_SIMILARITY", "CORRIGENDA_LOG_LEVEL", "CORRIGENDA_TORCH_THREADS", IDLE}
+
+
+def _client_variable(name: str) -> bool:
+    return name.startswith("CORRIGENDA_") or name in ("CLAUDE_PROJECT_DIR", "WORKSPACE_FOLDER_PATHS")
+
+
 def _spawn(path: Path, argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """Start the engine of `path` in the background, in a session of its own (a client that stops does
     not stop it), its output in a log beside the socket."""
-    engine_env = {**env, "CORRIGENDA_DB": store_of(argv, env)}
-    model = _flag(argv, "--model")
-    if model:
-        engine_env["CORRIGENDA_MODEL"] = model
+    # The engine's own: the store and model (its arguments), how it logs and threads. What is a client's
+    # (its scope, project, person, CORRIGENDA_DB itself) each client brings, and must not be the engine's.
+    engine_env = {k: v for k, v in env.items() if k in ENGINE_VARIABLES or not _client_variable(k)}
+    model = _flag(argv, "--model") or env.get("CORRIGENDA_MODEL") or DEFAULT_MODEL
     log = os.fdopen(os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
     with log:
         return subprocess.Popen(
-            [sys.executable, "-m", "corrigenda.server.engine", str(path)],
+            [sys.executable, "-m", "corrigenda.server.engine", str(path), store_of(argv, env), model],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=engine_env, start_new_session=True,
         )  # fmt: skip
 

@@ -756,3 +756,29 @@ def test_the_web_view_is_served_by_the_engine_while_its_command_runs(shared: Sha
         time.sleep(0.2)
     shared.assert_same_engine()
     assert f"(pid {web.pid})" not in shared.engines.status()[1]
+
+
+def test_a_new_users_first_recall_at_the_default_store_answers_empty_through_the_engine(fresh: Engines) -> None:
+    """The newcomer's first call (bench/newcomer.py found it failing): a session with no --db, at a default
+    store not made yet, recalls first. In its own process that answers empty; through the engine it did
+    not, since the engine was started with CORRIGENDA_DB set and took the default path for a variable's.
+    A client's variables are its own: the engine is started with none of them."""
+    data = fresh.home / "data"
+    default = data / "corrigenda"
+    fresh.stores.add(str(default))
+    fresh.env["XDG_DATA_HOME"] = str(data)
+    client = Raw(fresh)
+    try:
+        client.initialize()
+        answer = client.request(
+            2, "tools/call", {"name": "recall_chains", "arguments": {"query": "how do we deploy?"}}, timeout=START
+        )
+        assert answer["result"].get("isError") is not True, answer
+        assert answer["result"]["structuredContent"]["chains"] == []
+    finally:
+        client.close()
+    through, alone = (
+        fresh.run("recall", "how do we deploy?"),
+        fresh.run("recall", "how do we deploy?", CORRIGENDA_ENGINE="off"),
+    )
+    assert (through.returncode, through.stdout, through.stderr) == (alone.returncode, alone.stdout, alone.stderr)

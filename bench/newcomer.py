@@ -106,9 +106,14 @@ def main() -> None:
             ("remember (Inspector CLI)", ["remember", "--tool-arg", f"text={text}"]),
             ("recall_chains (Inspector CLI)", ["recall_chains", "--tool-arg", query]),
         ]
-        answers = [
-            json.loads(step(name, steps, *inspector, *call, env=env, cwd=project).stdout) for name, call in calls
-        ]
+        try:  # every call after the first reaches the engine the first started (README, "Command line")
+            answers = [
+                json.loads(step(name, steps, *inspector, *call, env=env, cwd=project).stdout) for name, call in calls
+            ]
+        finally:  # the newcomer's engine goes with the clone it runs from
+            subprocess.run(
+                [clone / ".venv/bin/corrigenda", "engine", "stop"], env=env, capture_output=True, check=False
+            )
         errors = sum(bool(a.get("isError")) for a in answers)
         first, answer = answers[0]["content"][0]["text"], answers[-1]["content"][0]["text"]
         assert errors == 0, answers

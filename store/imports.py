@@ -6,7 +6,7 @@ each is checked in full before anything is stored; the notes are then embedded a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import overload
 
@@ -16,12 +16,9 @@ import pyarrow.compute as pc
 from . import transfer, where
 from .chains import note_view
 from .checks import new_note, recorded_time
-from .embedder import Embedder
 from .fold import Fold, fold
-from .graph import Graphs
-from .lookup import Lookup
 from .model import Draft, Note, NoteState
-from .tables import Tables
+from .part import Part
 from .views import Imported, NoteView
 from .where import check_scope
 
@@ -54,18 +51,8 @@ class ImportedNotes(Sequence[NoteView]):
         return f"ImportedNotes({len(self.notes)} notes: {self.written} written, {len(self.skipped)} skipped)"
 
 
-class Imports:
-    """The bulk writes of one store, handed what they read and write through: the tables, the graphs kept
-    of them, the lookup reads share, the embedder and the clock."""
-
-    def __init__(
-        self, tables: Tables, graphs: Graphs, lookup: Lookup, embedder: Embedder, clock: Callable[[], datetime]
-    ) -> None:
-        self.tables = tables
-        self.graphs = graphs
-        self.lookup = lookup
-        self.embedder = embedder
-        self.clock = clock
+class Imports(Part):
+    """The bulk writes of one store (part.py: what they are handed)."""
 
     def import_notes(self, drafts: Sequence[Draft], scope: str = "default", actor: str | None = None) -> ImportedNotes:
         """Store many notes (a conversation history, an export): no edges, no similar-notes check. Each

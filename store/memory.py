@@ -103,7 +103,7 @@ class Memory:
         self.settings = settings or RetrievalSettings()
         self.lookup = Lookup(self.tables, self.graphs)
         self.writes = Writes(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
-        self.imports = Imports(self.tables, self.graphs, self.lookup, self.embedder, clock)
+        self.imports = Imports(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
         self.reads = Reads(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
 
     def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:

@@ -11,39 +11,19 @@ from datetime import datetime
 from . import browse, recall, transfer
 from .chains import build_chain, event_view, note_view
 from .checks import utc
-from .embedder import Embedder
 from .errors import InvalidArgument, NotFound, UnknownScope
 from .explain import explain
 from .fold import fold
-from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id
-from .lookup import Lookup
 from .model import MAX_QUERY, Event, EventKind, Note
-from .recall import RetrievalSettings, Trace
-from .tables import Tables
+from .part import Part
+from .recall import Trace
 from .views import Changes, Exclusion, NoteHistory, NoteList, RecallResult, ScopeCount, ScopeList, StateFilter
 from .where import check_scope
 
 
-class Reads:
-    """Every read of one store, handed what it reads through: the tables, the graphs kept of them, the
-    lookup writes share, the embedder (for queries), the clock and recall's settings."""
-
-    def __init__(
-        self,
-        tables: Tables,
-        graphs: Graphs,
-        lookup: Lookup,
-        embedder: Embedder,
-        clock: Callable[[], datetime],
-        settings: RetrievalSettings,
-    ) -> None:
-        self.tables = tables
-        self.graphs = graphs
-        self.lookup = lookup
-        self.embedder = embedder
-        self.clock = clock
-        self.settings = settings
+class Reads(Part):
+    """Every read of one store (part.py: what it is handed; the embedder embeds queries)."""
 
     def tombstone(self, note_id: str) -> Event | None:
         """The `forgets` event that erased a note, if one did: when, by whom and why (never its text)."""

@@ -25,6 +25,7 @@ from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id
 from .lookup import Lookup
 from .model import MAX_LINKS, Draft, EventKind, Note, NoteState
+from .part import Part
 from .recall import Candidate, RetrievalSettings
 from .tables import Tables
 from .views import Corrected, Forgotten, LifecycleChange, LikelyUpdate, Linked, NoteView, Remembered, Similar
@@ -52,10 +53,9 @@ def _likely_update(new_id: str, proposal: updates.Proposal, folded: Fold) -> Lik
     return LikelyUpdate(note=note_view(proposal.note, folded), similarity=proposal.similarity, reason=reason, call=call)
 
 
-class Writes:
-    """Every write of one store, handed what it reads and writes through: the tables, the graphs kept of
-    them, the lookup reads share, the embedder, the clock and recall's settings (for the similar-notes
-    search)."""
+class Writes(Part):
+    """Every write of one store (part.py: what it is handed; recall's settings serve the similar-notes
+    search), each committed through `commits` (commit.py)."""
 
     def __init__(
         self,
@@ -66,12 +66,7 @@ class Writes:
         clock: Callable[[], datetime],
         settings: RetrievalSettings,
     ) -> None:
-        self.tables = tables
-        self.graphs = graphs
-        self.lookup = lookup
-        self.embedder = embedder
-        self.clock = clock
-        self.settings = settings
+        super().__init__(tables, graphs, lookup, embedder, clock, settings)
         self.commits = Commits(tables, graphs, lookup, embedder.name, clock, self._withdraw)
 
     def remember(

@@ -23,6 +23,7 @@ twice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -58,6 +59,7 @@ class NoEngine(Exception):
     """This command runs in its own process; the message says why (empty: switched off)."""
 
 
+@functools.cache  # this process's code: read once (a socket's name and every hello carry it)
 def code() -> str:
     """Which code this is: a digest of the name, size and time of every module of corrigenda's two
     packages (~80 stat calls), so that a forwarder and an engine of different code never meet, even
@@ -308,9 +310,13 @@ class Pump:
     def _answer_lost(self, message: dict, why: str) -> None:
         if "method" in message and "id" in message:
             self.pending.pop(_key(message["id"]), None)
-            error = {"code": -32603, "message": why}
-            self.out.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}).encode() + b"\n")
+            self._error(message["id"], why)
             self.out.flush()
+
+    def _error(self, request_id: Any, why: str) -> None:
+        """A JSON-RPC error for the client's request `request_id`, written (not flushed)."""
+        error = {"code": -32603, "message": why}
+        self.out.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode() + b"\n")
 
     def _lost(self, sock: socket.socket) -> None:
         """The engine's connection ended (the lock held): each request under way is answered as unknown."""
@@ -320,11 +326,10 @@ class Pump:
         with contextlib.suppress(OSError):
             sock.close()
         for key, method in self.pending.items():
-            error = {"code": -32603, "message": (
+            self._error(json.loads(key), (
                 f"corrigenda's shared engine stopped during this {method} call; whether it took effect is "
                 "unknown: read (recall_chains, history) before doing it again. The next call starts another engine."
-            )}  # fmt: skip
-            self.out.write(json.dumps({"jsonrpc": "2.0", "id": json.loads(key), "error": error}).encode() + b"\n")
+            ))  # fmt: skip
         self.out.flush()
         self.pending.clear()
 

@@ -132,6 +132,22 @@ def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_vers
     assert writer.history(own.id).note.text == "The deploy server is cd-1"
 
 
+def test_a_recall_after_another_servers_correction_reads_what_its_older_scan_does_not_hold(
+    db: str, memory: Memory, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Another `Memory` on the store stands for another server behind a load balancer: this one's scan
+    of the scope, kept from its first recall, holds none of the notes the other wrote since (issue 54:
+    `take([])` failed the recall with ArrowNotImplementedError)."""
+    old = memory.remember(Draft(text="The payments timeout is 30 seconds")).note
+    other = Memory(db, embedder)
+    assert [h.id for c in memory.recall("payments timeout").chains for h in c.heads] == [old.id]
+    rows = memory.tables.scope_rows("default")
+    assert rows is not None and rows.addresses(["n_not_in_this_scan"]) == {}
+    new = other.correct(old.id, Draft(text="The payments timeout is 45 seconds"), reason="raised").note
+    chains = memory.recall("payments timeout").chains
+    assert [h.id for h in chains[0].heads] == [new.id]
+
+
 def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_moves_them(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -202,5 +202,7 @@ class ScopeRows:
         """Where the scan found those of `ids` it holds: Lance row addresses (a fragment's id and an
         offset in it), good for as long as that fragment is in the table (see `Tables.vectors`)."""
         positions = {i: self._at[i] for i in dict.fromkeys(ids) if i in self._at}
+        if not positions:  # a scan older than another server's commit holds none of them: take([]) fails
+            return {}
         found = self._rows["_rowid"].take(list(positions.values())).to_pylist()
         return dict(zip(positions, found, strict=True))

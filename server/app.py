@@ -29,6 +29,7 @@ from .grants import Grants
 from .grants import load as load_grants
 from .sdk import lowlevel
 from .tools import CHAIN_URI, NOTE_URI, TOOLS
+from .tools_truth import declare_subject as declare_subject  # registers its tools in TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,9 @@ Capture protocol:
   linked on a guess), or if they are different facts, `link` them with kind `distinct`. When you know
   beforehand that you are updating a fact, call `correct` instead of `remember` (or pass
   `supersedes=[id]`).
+- When a subject holds one value (a setting, a version, someone's current role), pass its `subject` and
+  `one_value: true` to `remember`: from then on each `remember` of that subject replaces its current note in
+  the same call, and says what it replaced and how to undo it.
 - When you learn a stored note is wrong and there is no replacement, call `revoke` with a reason.
 - When a revocation or correction was itself a mistake, call `reinstate` (note id or event id).
 - Use `link` to record that a note depends on another (`depends_on`) or adds detail to it (`refines`).

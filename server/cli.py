@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # Commands that only read: they never make a store (a mistyped --db would look like an empty memory).
 READS = {"recall", "show", "why", "stats", "scopes", "list", "changes", "export"}
 # Commands that write: they make the store if there is none, and say so once.
-WRITES = {"remember", "correct", "revoke", "reinstate", "link", "forget", "import"}
+WRITES = {"remember", "subject", "correct", "revoke", "reinstate", "link", "forget", "import"}
 
 
 RELATIVE = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
@@ -89,6 +89,9 @@ _TOOL_WORDS = (
         "`corrigenda scopes` lists them; `corrigenda scopes --contains PART` finds one by name",
     ),
     (re.compile(r'link them with kind="distinct"'), "link them with `corrigenda link NEW_ID distinct OLD_ID`"),
+    (re.compile(r'\brevoke\(note_id="(n_\w+)", reason=…\)'), r'`corrigenda revoke \1 --reason "…"`'),
+    (re.compile(r'\breinstate\(target_id="(e_\w+)", reason=…\)'), r'`corrigenda reinstate \1 --reason "…"`'),
+    (re.compile(r'\bdeclare_subject\(subject="([^"]*)", one_value=false\)'), r'`corrigenda subject "\1" --many-values`'),
     (re.compile(r"\bMore: offset=(\d+)"), r"More: --offset \1"),
     (re.compile(r"find one by name with contains\b"), "find one by name with --contains"),
     (re.compile(r"raise `limit` or move `since` forward"), "raise --limit or move --since forward"),

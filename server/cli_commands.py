@@ -153,8 +153,19 @@ def _draft(c: Call) -> Draft:
 
 
 def _remember(c: Call) -> None:
-    remembered = c.memory.remember(_draft(c), scope=c.scope, actor=c.actor)
+    remembered = c.memory.remember(_draft(c), scope=c.scope, actor=c.actor, one_value=c.args.one_value)
     _show(remembered, render.remembered(remembered), c.args.json)
+
+
+def _subject(c: Call) -> None:
+    if c.args.subject is None:
+        found = c.memory.one_value_subjects(c.scope)
+        listed = json.dumps([e.model_dump(mode="json") for e in found], ensure_ascii=False, indent=2)
+        print(listed if c.args.json else render.one_value_subjects(found, c.scope))
+        return
+    declared = c.memory.declare_subject(c.args.subject, scope=c.scope, one_value=not c.args.many_values,
+                                        reason=c.args.reason, actor=c.actor)  # fmt: skip
+    _show(declared, render.declared(declared), c.args.json)
 
 
 def _correct(c: Call) -> None:
@@ -192,5 +203,5 @@ def _forget(c: Call) -> int | None:
 COMMANDS: dict[str, Callable[[Call], int | None]] = {
     "recall": _recall, "show": _show_note, "why": _why, "stats": _stats, "scopes": _scopes, "list": _list,
     "changes": _changes, "export": _export_command, "import": _import, "remember": _remember,
-    "correct": _correct, "revoke": _revoke, "reinstate": _reinstate, "link": _link, "forget": _forget,
+    "subject": _subject, "correct": _correct, "revoke": _revoke, "reinstate": _reinstate, "link": _link, "forget": _forget,
 }  # fmt: skip

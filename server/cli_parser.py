@@ -110,6 +110,17 @@ def parser() -> argparse.ArgumentParser:
     )
     correct.add_argument("note_id")
     correct.add_argument("text")
+    remember.add_argument(
+        "--one-value", action="store_true", help="declare that --subject holds one value in the scope: this note "
+        "and every later one of it replace its current note (see `corrigenda subject`)",
+    )  # fmt: skip
+    subject = commands.add_parser(
+        "subject", parents=[common, printed], help="declare that a subject holds one value in the scope (a note "
+        "remembered with it then replaces its current note), withdraw that, or list the subjects declared",
+    )  # fmt: skip
+    subject.add_argument("subject", nargs="?", help="e.g. payments.timeout; none: list the declared subjects")
+    subject.add_argument("--many-values", action="store_true", help="withdraw the declaration")
+    subject.add_argument("--reason", help="why, kept with the declaration")
     correct.add_argument("--reason", required=True, help="why: kept with the event and shown with the history")
     correct.add_argument(
         "--fork",

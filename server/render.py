@@ -6,13 +6,15 @@ current, what is history (and must not be used as current), and what was left ou
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
-from corrigenda.store.model import Draft
+from corrigenda.store.model import Draft, Event
 from corrigenda.store.views import (
     Chain,
     Changes,
     Corrected,
+    Declared,
     Exclusion,
     Forgotten,
     HistoryEntry,
@@ -26,6 +28,7 @@ from corrigenda.store.views import (
     Omitted,
     RecallResult,
     Remembered,
+    Replaced,
     ScopeCount,
     ScopeList,
 )
@@ -160,6 +163,8 @@ def remembered(r: Remembered) -> str:
     if r.scope_created:
         lines.append(f"Scope {r.note.scope!r} held nothing before: this note made it.")
     lines += [f"  edge {e.kind.value} {e.src} -> {e.dst}" for e in r.events]
+    if r.replaced is not None:
+        lines += _replaced(r.replaced, r.note.scope)
     if r.confirmed is not None:
         c = r.confirmed
         lines.append(f"Asked the person whether it replaces {c.note_id}; answer: {c.answer}.")
@@ -189,6 +194,45 @@ def remembered(r: Remembered) -> str:
 
 def corrected(r: Corrected) -> str:
     return "\n".join([f"Corrected {r.supersedes}: new note {r.note.id} supersedes it.", *chain(r.chain)])
+
+
+def _replaced(r: Replaced, scope: str) -> list[str]:
+    said = f"Subject {r.subject!r} holds one value in scope {scope}" + (
+        " (declared by this call)." if r.declared else "."
+    )
+    if not r.notes:
+        return [said]
+    return [said, "Replaced (now history):", *(f"  {_note(n)}" for n in r.notes), f"Undo: {r.undo}"]
+
+
+def declared(r: Declared) -> str:
+    holds = "holds one value" if r.one_value else "may hold several values"
+    if r.changed:
+        first = f"Subject {r.subject!r} {holds} in scope {r.scope} now (event {r.event.id if r.event else '?'})."
+    else:
+        first = f"Nothing to do: subject {r.subject!r} already {holds} in scope {r.scope}."
+    if r.declared_by is not None:
+        first += f" Declared by {r.declared_by.actor or 'an unnamed writer'} at {r.declared_by.recorded_at.isoformat(timespec='seconds')}."
+    lines = [first]
+    if r.one_value and len(r.current) > 1:
+        lines.append(
+            f"It has {len(r.current)} current notes; they stay until someone settles them (correct one, or link the "
+            "newest to supersede the others):"
+        )
+    elif r.current:
+        lines.append("Current note:" if len(r.current) == 1 else "Current notes:")
+    lines += [f"  {_note(n)}" for n in r.current]
+    return "\n".join(lines)
+
+
+def one_value_subjects(declared: Sequence[Event], scope: str) -> str:
+    if not declared:
+        return f"No subject holds one value in scope {scope} (declare one: corrigenda subject SUBJECT)."
+    lines = [f"Subjects that hold one value in scope {scope}:"]
+    for e in declared:
+        by = f"by {e.actor or 'an unnamed writer'} at {e.recorded_at.isoformat(timespec='seconds')}"
+        lines.append(f"  {e.dst.removeprefix('subject:')}  ({by}{f': {e.reason}' if e.reason else ''})")
+    return "\n".join(lines)
 
 
 def lifecycle(r: LifecycleChange, verb: str) -> str:

@@ -245,18 +245,28 @@ async def remember(
     reason: Annotated[
         str | None, Field(description="Why this note replaces those in `supersedes`.", max_length=MAX_REASON)
     ] = None,
+    one_value: Annotated[
+        bool,
+        Field(
+            description="Declare that `subject` holds one value in the scope (a setting, a version, a current "
+            "role): this note and every later one of that subject replace its current note."
+        ),
+    ] = False,
 ) -> Annotated[CallToolResult, Remembered]:
     """Store a durable note. Call it when you learn a fact, decision, preference or procedure worth
     keeping; to update a fact you know is stored, call `correct` instead. The answer lists
     `similar_active` notes: if your note updates one of them, `link` it with kind `supersedes` (this
-    tool never links notes on its own guess); `likely_updates` names those that look replaced, with the call. The exact text of a current note returns that note."""
+    tool never links notes on its own guess); `likely_updates` names those that look replaced, with the call. The exact text of a current note returns that note.
+
+    If the note's `subject` holds one value in the scope (`one_value: true` once, or `declare_subject`),
+    it replaces that subject's current note in this same call: `replaced` says what, and how to undo it."""
     draft = Draft(
         text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
         valid_from=valid_from, valid_until=valid_until,
     )  # fmt: skip
     scope = await granted_scope(ctx, scope, "remember", write=True)
     r = await call(ctx, "remember", lambda m: m.remember(draft, scope=scope, supersedes=supersedes,
-                   depends_on=depends_on, reason=reason, actor=actor_of(ctx)))  # fmt: skip
+                   depends_on=depends_on, reason=reason, actor=actor_of(ctx), one_value=one_value))  # fmt: skip
     if question is not None and r.changed:
         r = await record_answer(ctx, r, question, person_answer(answer))
     return tool_result(r, render.remembered(r))

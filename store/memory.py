@@ -15,6 +15,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from .embedder import Embedder, SentenceTransformerEmbedder
 from .errors import CorrigendaError
+from .forgets import Forgets
 from .graph import Graphs
 from .imports import Imports
 from .lookup import Lookup
@@ -23,6 +24,7 @@ from .model import Note
 from .reader import ScopeReader
 from .reads import Reads
 from .recall import RetrievalSettings
+from .subjects import Subjects
 from .tables import Tables
 from .writes import Writes
 
@@ -137,7 +139,9 @@ class Memory:
     revoke = _write(Writes.revoke)
     reinstate = _write(Writes.reinstate)
     link = _write(Writes.link)
-    forget = _write(Writes.forget)
+    forget = _offered(lambda memory: memory.writes.forgets, Forgets.forget)
+    declare_subject = _offered(lambda memory: memory.writes.subjects, Subjects.declare)
+    one_value_subjects = _offered(lambda memory: memory.writes.subjects, Subjects.one_value_subjects)
 
     def close(self, timeout: float = CLOSE_WAIT) -> bool:
         """Finish the background work this process started (erasures, a compaction) and start no more:

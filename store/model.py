@@ -67,6 +67,10 @@ class EventKind(StrEnum):
     DEPENDS_ON = "depends_on"  # src needs dst to make sense
     DISTINCT = "distinct"  # src and dst state different facts, both current: neither is a new value of the other
     FORGETS = "forgets"  # dst was erased for good: a tombstone that keeps no text of it
+    # A subject's declaration in a scope, dst "subject:<subject as written>" (subjects.py): it holds one
+    # value (a remember of it supersedes its current note), or, withdrawn, any number. The latest wins.
+    ONE_VALUE = "one_value"
+    MANY_VALUES = "many_values"
 
 
 class NoteState(StrEnum):

@@ -44,6 +44,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from . import subjects
 from .checks import CLOCK_ALLOWANCE
 from .embedder import Embedder
 from .errors import InvalidArgument
@@ -114,7 +115,7 @@ def export_lines(
 
 def _readable_edge(event: Event, notes: set[str], events: Mapping[str, Event]) -> bool:
     """Whether the fold would read this event: a tombstone always; an edge whose notes exist."""
-    if event.kind is EventKind.FORGETS:
+    if event.kind is EventKind.FORGETS or event.kind in subjects.DECLARING:
         return True
     if event.src is not None and event.src not in notes:
         return False
@@ -366,8 +367,17 @@ def event_from_record(record: dict[str, Any]) -> Event:
     check_scope(event.scope)
     if event.src is not None:
         check_id(event.src, "src", prefix=NOTE_PREFIX)
-    check_id(event.dst, "dst", prefix=None if event.kind is EventKind.REINSTATES else NOTE_PREFIX)
-    if (event.src is None) != (event.kind in (EventKind.REVOKES, EventKind.REINSTATES, EventKind.FORGETS)):
+    if event.kind in subjects.DECLARING:
+        if not event.dst.startswith(subjects.PREFIX):
+            raise InvalidArgument(
+                "dst", f"a {event.kind.value} event names a subject: {subjects.PREFIX!r} then the subject"
+            )
+        subjects.checked_subject(subjects.subject_of(event), "dst")
+    else:
+        check_id(event.dst, "dst", prefix=None if event.kind is EventKind.REINSTATES else NOTE_PREFIX)
+    if (event.src is None) != (
+        event.kind in (EventKind.REVOKES, EventKind.REINSTATES, EventKind.FORGETS, *subjects.DECLARING)
+    ):
         raise InvalidArgument("src", f"a {event.kind.value} event {'has no' if event.src else 'needs a'} src")
     check_event(event)
     return event.model_copy(update={"recorded_at": _aware(event.recorded_at)})
@@ -531,7 +541,7 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
             continue
         if event.kind is EventKind.FORGETS:
             _tombstone_in_scope(parsed, event, {**stored_notes, **parsed.notes})
-        elif not _ends_exist(parsed, event, known, all_events):
+        elif event.kind not in subjects.DECLARING and not _ends_exist(parsed, event, known, all_events):
             continue  # an optional edge whose note does not exist
         if ident in stored_events:
             _same(parsed, ident, stored_events[ident], event)

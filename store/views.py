@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .model import ChainStatus, EventKind, Note, NoteState
+from .model import ChainStatus, Event, EventKind, Note, NoteState
 
 
 class NoteView(Note):  # a stored note, and what the fold says of it
@@ -157,6 +157,26 @@ class Confirmed(BaseModel):
     event: EventView | None = Field(None, description="The edge recorded, with the person as its actor.")
 
 
+class Replaced(BaseModel):
+    subject: str = Field(description="The subject, which holds one value in the note's scope.")
+    declared: bool = Field(description="True when this call declared that it holds one value.")
+    notes: list[NoteView] = Field(description="The current notes of the subject this note replaced: now history.")
+    undo: str = Field(description="The calls that undo the replacement.")
+
+
+class Declared(BaseModel):
+    subject: str
+    scope: str
+    one_value: bool = Field(description="Whether the subject holds one value in the scope now.")
+    changed: bool = Field(description="False when the subject was already declared so.")
+    event: Event | None = Field(description="The declaration (or withdrawal) this call recorded.")
+    declared_by: Event | None = Field(description="The declaration in force, with who made it and when.")
+    current: list[NoteView] = Field(
+        description="The subject's current notes. Several under a one-value declaration stay as they are until "
+        "someone settles them: correct one, or link the newest to supersede the others."
+    )
+
+
 class Remembered(BaseModel):
     note: NoteView
     changed: bool = Field(
@@ -173,6 +193,9 @@ class Remembered(BaseModel):
         "Nothing is linked on this guess.",
     )
     events: list[EventView] = Field(default_factory=list, description="Edges written with the note.")
+    replaced: Replaced | None = Field(
+        None, description="Set when the note's subject holds one value in its scope: what the note replaced."
+    )
     scope_created: bool = Field(
         False, description="True when the scope held nothing before: this write made it (check its spelling)."
     )

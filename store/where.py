@@ -73,6 +73,10 @@ def all_of(*clauses: str) -> str:
     return " AND ".join(f"({c})" for c in clauses)
 
 
+def has_subject() -> str:
+    return "subject IS NOT NULL"
+
+
 def model_could_read() -> str:
     """Rows whose text the embedding model could represent (see `Embedder.readable`)."""
     return "dense_ok = true"

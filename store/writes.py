@@ -14,21 +14,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
-from . import recall, updates
+from . import recall, subjects, updates
 from .chains import build_chain, event_view, note_view
 from .checks import checked_reason, checked_text, current_or_refuse, exist, new_event, new_note, recorded_time
-from .commit import Commits
 from .embedder import Embedder
 from .errors import Conflict, InvalidArgument, NotFound
 from .fold import Fold
+from .forgets import Forgets
 from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id
 from .lookup import Lookup
-from .model import MAX_LINKS, Draft, EventKind, Note, NoteState
+from .model import MAX_LINKS, Draft, Event, EventKind, Note, NoteState
 from .part import Part
 from .recall import Candidate, RetrievalSettings
 from .tables import Tables
-from .views import Corrected, Forgotten, LifecycleChange, LikelyUpdate, Linked, NoteView, Remembered, Similar
+from .views import Corrected, LifecycleChange, LikelyUpdate, Linked, Remembered, Similar
 from .where import check_scope
 
 SIMILAR_SHOWN = 5
@@ -67,7 +67,9 @@ class Writes(Part):
         settings: RetrievalSettings,
     ) -> None:
         super().__init__(tables, graphs, lookup, embedder, clock, settings)
-        self.commits = Commits(tables, graphs, lookup, embedder.name, clock, self._withdraw)
+        self.subjects = subjects.Subjects(tables, graphs, lookup, embedder, clock, settings)
+        self.forgets = Forgets(tables, graphs, lookup, embedder, clock, settings)
+        self.commits = self.forgets.commits
 
     def remember(
         self,
@@ -77,11 +79,14 @@ class Writes(Part):
         depends_on: Sequence[str] = (),
         actor: str | None = None,
         reason: str | None = None,
+        one_value: bool = False,
     ) -> Remembered:
         """Store a note (and the edges it names). The draft's `at` back-dates it, for imports.
 
         A note whose text is exactly that of a current note of the scope is not stored twice: the
-        answer is that note, `changed: false` (README, "Guard rails").
+        answer is that note, `changed: false` (README, "Guard rails"). A note whose subject holds one
+        value in the scope (subjects.py; `one_value` declares it so) supersedes that subject's current
+        notes in the same write, and the answer says what it replaced (`replaced`).
         """
         scope = check_scope(scope)
         now = recorded_time(draft.at, self.clock)
@@ -89,37 +94,63 @@ class Writes(Part):
         for field, targets in (("supersedes", supersedes), ("depends_on", depends_on)):
             if len(set(targets)) != len(targets):
                 raise InvalidArgument(field, "lists a note more than once")
+        declaration, of_subject = self.subjects.for_note(note, one_value, now)
         embedding = self.embed_note(note.text)
         named = self._targets(note, {"supersedes": supersedes, "depends_on": depends_on})
         candidates, readable, similar_to, identical = self._search_similar(note, embedding)
         vector = embedding.result()
-        before = self.lookup.load(scope, now, [*named.values(), *(c.note for c in similar_to), *identical])
+        around = [*named.values(), *(c.note for c in similar_to), *identical, *of_subject]
+        before = self.lookup.load(scope, now, around)
         exist(before, named, {"supersedes": supersedes, "depends_on": depends_on})
         same = self._current_among(identical, before)
         if same is not None:
-            if supersedes or depends_on:
-                raise InvalidArgument(
-                    "text",
-                    f"current note {same.id} already says exactly this; to relate it, call "
-                    f"link(src_id={same.id}, dst_id=…, kind=supersedes or depends_on) instead",
-                )
-            return Remembered(note=note_view(same, before), changed=False, similar_active=[], events=[])
-        edges = [(EventKind.SUPERSEDES, t) for t in supersedes] + [(EventKind.DEPENDS_ON, t) for t in depends_on]
-        events = [new_event(k, note.id, t, scope, reason, actor, now) for k, t in edges]
+            return self._unchanged(same, before, bool(supersedes or depends_on), declaration)
+        replaced = subjects.replacing(note, of_subject, before, supersedes)
+        events = self._edges(note, declaration, supersedes, replaced, depends_on, reason)
         # a search of a scope with notes finds some; only when it found none is the store asked
         made = not candidates and not named and not self.graphs.get(scope).events and scope not in self.tables.scopes()
         after = self.commits.write(before, events, (note, vector, readable))
-        self.commits.refuse_if_raced(before, events, note, {"supersedes": supersedes, "depends_on": depends_on}, actor)
+        ends = {"supersedes": [*supersedes, *replaced], "depends_on": depends_on}
+        self.commits.refuse_if_raced(before, events, note, ends, actor)
         active = self._active(similar_to, readable, before)
         similar = [Similar(note=note_view(n, before), similarity=s) for n, s in active[:SIMILAR_SHOWN]]
-        named_now = set(supersedes)
+        named_now = {*supersedes, *replaced}
         proposals = updates.likely_updates(note, [(n, s) for n, s in active if n.id not in named_now])
         return Remembered(
-            note=note_view(note, after), changed=True, similar_active=similar,
+            note=note_view(note, after), changed=True, similar_active=[s for s in similar if s.note.id not in named_now],
             likely_updates=[_likely_update(note.id, p, before) for p in proposals],
-            events=[event_view(e, after) for e in events], scope_created=made,
+            events=[event_view(e, after) for e in events if e.kind not in subjects.DECLARING], scope_created=made,
+            replaced=subjects.replaced(note, declaration is not None, replaced, events, after)
+            if declaration is not None or replaced else None,
             unreadable=sorted(self.tables.unreadable & candidates.keys()),
         )  # fmt: skip
+
+    def _unchanged(self, same: Note, before: Fold, linking: bool, declaration: Event | None) -> Remembered:
+        """A remember of exactly the text of current note `same`: it, unchanged (and the declaration of
+        its subject, if the call made one)."""
+        if linking:
+            raise InvalidArgument(
+                "text", f"current note {same.id} already says exactly this; to relate it, call "
+                f"link(src_id={same.id}, dst_id=…, kind=supersedes or depends_on) instead",
+            )  # fmt: skip
+        if declaration is not None:
+            self.commits.write(before, [declaration])
+        return Remembered(note=note_view(same, before), changed=False, similar_active=[], events=[])
+
+    @staticmethod
+    def _edges(
+        note: Note, declaration: Event | None, supersedes: Sequence[str], replaced: Sequence[str],
+        depends_on: Sequence[str], reason: str | None,
+    ) -> list[Event]:  # fmt: skip
+        """A remember's events: the declaration it makes, then its edges (those a one-value subject
+        makes with a reason naming it)."""
+        why = subjects.one_value_reason(note.subject or "", note.scope)
+        edges = [(EventKind.SUPERSEDES, t, reason) for t in supersedes]
+        edges += [(EventKind.SUPERSEDES, t, why) for t in replaced] + [
+            (EventKind.DEPENDS_ON, t, reason) for t in depends_on
+        ]
+        made = [new_event(k, note.id, t, note.scope, r, note.actor, note.recorded_at) for k, t, r in edges]
+        return [declaration, *made] if declaration is not None else made
 
     def likely_updates(
         self, draft: Draft, scope: str = "default", supersedes: Sequence[str] = ()
@@ -286,54 +317,7 @@ class Writes(Part):
         self.commits.refuse_if_raced(before, [event], None, {"src_id": [src_id], "dst_id": [dst_id]}, actor)
         return Linked(event=event_view(event, after), changed=True, chain=build_chain(after, src_id))
 
-    def forget(self, note_id: str, reason: str, actor: str | None = None) -> Forgotten:
-        """Delete a note for real, with every event that names it, and say what that changed.
-
-        First a `forgets` tombstone (no text of the note) is appended: from then on the note
-        does not exist for any reader. Then an erasure pass removes its row and the events naming it
-        from every file (storage/erasure.py): before this answers on a disk, on a thread of this process on
-        object storage (`erasure: pending`, and any process's next upkeep finishes what a stopped
-        one left). A repeated call, or one after an interrupted erasure, finishes whatever is left
-        and answers `changed: false`.
-        """
-        reason = checked_reason(reason)
-        check_id(note_id, "note_id", prefix=NOTE_PREFIX)
-        note = self.tables.notes([note_id]).get(note_id)
-        tombstone = self.tables.tombstone(note_id)
-        if note is None and tombstone is None:
-            raise NotFound("note", note_id, "note_id")
-        now = self.clock()
-        changed: list[NoteView] = []
-        fresh = tombstone is None
-        if tombstone is None:
-            assert note is not None
-            before = self.lookup.load(note.scope, now, [note])
-            tombstone = new_event(EventKind.FORGETS, None, note_id, note.scope, reason, actor, now)
-            after = self.commits.write(before, [tombstone])  # the commit point: the note is gone for every reader
-            changed = [
-                note_view(after.notes[n], after)
-                for n in sorted(before.notes)
-                if n in after.notes and after.state(n) is not before.state(n)
-            ]
-        removed = self.tables.erasure_events([note_id])
-        erased = not fresh and bool(self.tables.erased([note_id]))
-        if not erased and self.tables.erase_later:
-            self.tables.erase_soon()
-        elif not erased:
-            self.tables.erase_forgotten()
-            erased = True
-        self.graphs.drop_all()
-        return Forgotten(
-            note_id=note_id, changed=fresh, events_removed=removed, notes_changed=changed,
-            erasure="done" if erased else "pending",
-        )  # fmt: skip
-
     # -- internals ---------------------------------------------------------------------------
-
-    def _withdraw(self, note_id: str, reason: str) -> None:
-        """Forget a note this process just wrote, as the operation `forget` does (catching up first)."""
-        self.tables.refresh()
-        self.forget(note_id, reason=reason)
 
     def _search_similar(
         self, note: Note, embedding: Future[list[float]]

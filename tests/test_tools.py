@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 TOOLS = {
     "remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget",
-    "scopes", "list_notes", "changes",
+    "scopes", "list_notes", "changes", "declare_subject",
 }  # fmt: skip
 
 
@@ -51,7 +52,9 @@ async def test_each_tool_is_one_function_found_by_its_name_described_without_the
     listed = {t.name: t for t in (await client.list_tools()).tools}
     assert list(server_tools.TOOLS) == list(listed)  # registered in one place, in the order defined
     for name, tool in server_tools.TOOLS.items():
-        assert tool.fn is getattr(server_tools, name) and tool.fn.__name__ == name
+        module = importlib.import_module(tool.fn.__module__)  # tools.py, or tools_truth.py
+        assert module.__name__.startswith("corrigenda.server.tools")
+        assert tool.fn is getattr(module, name) and tool.fn.__name__ == name
         description = listed[name].description or ""
         assert "\n" not in description.replace("\n\n", ""), name  # paragraphs, no wrapped lines
         assert description.split()[:4] == (tool.fn.__doc__ or "").split()[:4]

@@ -278,6 +278,15 @@ class Search(Handles):
         self._name_unreadable(unreadable)
         return [(note_from_row(row), None if row["id"] in unreadable else row.get("vector")) for row in rows]
 
+    def subject_notes(self, scope: str) -> list[Note]:
+        """Every note of a scope that has a subject, once each, without its vector (subjects.py finds a
+        subject's notes among them, however each spelled it)."""
+        table = self.notes_table()
+        if table is None:
+            return []
+        found = self.scan(table, _NOTE_COLUMNS, where.all_of(where.scope_is(scope), where.has_subject()))
+        return [note_from_row(row) for row in _first_of_each_id(found.to_pylist())]
+
     def scopes(self) -> dict[str, dict[str, Any]]:
         """Each scope with its stored notes and events, the time of its latest note, and the time of its
         latest change (its newest note or event), read from the scope and time columns alone: one

@@ -29,7 +29,7 @@ from .grants import Grants
 from .grants import load as load_grants
 from .sdk import lowlevel
 from .tools import CHAIN_URI, NOTE_URI, TOOLS
-from .tools_truth import declare_subject as declare_subject  # registers its tools in TOOLS
+from .tools_truth import confirm as confirm  # registers its tools in TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,8 @@ Capture protocol:
   the same call, and says what it replaced and how to undo it.
 - When you learn a stored note is wrong and there is no replacement, call `revoke` with a reason.
 - When a revocation or correction was itself a mistake, call `reinstate` (note id or event id).
+- When you checked a note you relied on and it still holds, call `confirm` on it (a note marked UNCHECKED
+  asks for that check).
 - Use `link` to record that a note depends on another (`depends_on`) or adds detail to it (`refines`).
 
 Recall protocol:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # Commands that only read: they never make a store (a mistyped --db would look like an empty memory).
 READS = {"recall", "show", "why", "stats", "scopes", "list", "changes", "export"}
 # Commands that write: they make the store if there is none, and say so once.
-WRITES = {"remember", "subject", "correct", "revoke", "reinstate", "link", "forget", "import"}
+WRITES = {"remember", "subject", "confirm", "check-every", "correct", "revoke", "reinstate", "link", "forget", "import"}
 
 
 RELATIVE = re.compile(r"^(\d+)\s*(s|m|h|d|w)$")
@@ -91,7 +91,10 @@ _TOOL_WORDS = (
     (re.compile(r'link them with kind="distinct"'), "link them with `corrigenda link NEW_ID distinct OLD_ID`"),
     (re.compile(r'\brevoke\(note_id="(n_\w+)", reason=…\)'), r'`corrigenda revoke \1 --reason "…"`'),
     (re.compile(r'\breinstate\(target_id="(e_\w+)", reason=…\)'), r'`corrigenda reinstate \1 --reason "…"`'),
-    (re.compile(r'\bdeclare_subject\(subject="([^"]*)", one_value=false\)'), r'`corrigenda subject "\1" --many-values`'),
+    (
+        re.compile(r'\bdeclare_subject\(subject="([^"]*)", one_value=false\)'),
+        r'`corrigenda subject "\1" --many-values`',
+    ),
     (re.compile(r"\bMore: offset=(\d+)"), r"More: --offset \1"),
     (re.compile(r"find one by name with contains\b"), "find one by name with --contains"),
     (re.compile(r"raise `limit` or move `since` forward"), "raise --limit or move --since forward"),
@@ -119,6 +122,29 @@ def in_cli_words(text: str) -> str:
 def _store_path(settings: Settings) -> str | None:
     """The directory of a store on this machine's disk; None for a bucket (or LanceDB's memory://)."""
     return settings.db if Location(settings.db).is_local else None
+
+
+def _refuse_lost_commits(command: str, settings: Settings) -> int | None:
+    """Before a process writes a store in a bucket: the exit status if its object store would lose
+    commits (it ignores conditional writes) or cannot be written, else None. With --single-writer, an
+    object store that ignores them is a warning (store/storage/conditional_writes.py)."""
+    from corrigenda.store import CorrigendaError
+    from corrigenda.store.errors import ConditionalWritesIgnored
+    from corrigenda.store.storage import conditional_writes
+
+    said = "" if command == "serve" else f"{command}: "
+    try:
+        conditional_writes.check(settings.db, settings.storage_options)
+    except ConditionalWritesIgnored as exc:
+        if not settings.single_writer:
+            return _fail(f"{said}{exc}")
+        sys.stderr.write(
+            f"corrigenda: warning: the object store at {exc.uri} does not honour conditional writes ({exc.detail}); "
+            "started as the only process that writes it (--single-writer): a second writer would lose commits\n"
+        )
+    except CorrigendaError as exc:
+        return _fail(f"{said}{exc}")
+    return None
 
 
 def _resolve_scope(settings: Settings, memory: Memory) -> str:
@@ -186,6 +212,10 @@ def _run(argv: Sequence[str] | None, memory_of: Callable[[Settings], Memory] | N
     if missing is not None and args.command in READS | {"ui"}:
         return _fail(_no_store(args.command, settings, missing))
     new_store = missing is not None and args.command in WRITES | {"serve"}
+    if args.command in WRITES | {"serve", "ui"}:
+        refused = _refuse_lost_commits(args.command, settings)
+        if refused is not None:
+            return refused
 
     if args.command == "serve":
         from .cli_serve import serve

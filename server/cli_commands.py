@@ -157,6 +157,24 @@ def _remember(c: Call) -> None:
     _show(remembered, render.remembered(remembered), c.args.json)
 
 
+def _confirm_note(c: Call) -> None:
+    confirmed = c.memory.confirm(c.args.note_id, reason=c.args.reason, actor=c.actor)
+    _show(confirmed, render.lifecycle(confirmed, "Confirmed"), c.args.json)
+
+
+def _check_every(c: Call) -> None:
+    event = c.memory.check_every(c.args.days, scope=c.scope, reason=c.args.reason, actor=c.actor)
+    said = (
+        f"a current note neither written nor confirmed for {c.args.days} days reads UNCHECKED since …"
+        if c.args.days else "no current note is marked UNCHECKED"
+    )  # fmt: skip
+    _show(
+        event,
+        f"Scope {c.scope}: {said} (event {event.id}).",
+        c.args.json,
+    )
+
+
 def _subject(c: Call) -> None:
     if c.args.subject is None:
         found = c.memory.one_value_subjects(c.scope)
@@ -203,5 +221,5 @@ def _forget(c: Call) -> int | None:
 COMMANDS: dict[str, Callable[[Call], int | None]] = {
     "recall": _recall, "show": _show_note, "why": _why, "stats": _stats, "scopes": _scopes, "list": _list,
     "changes": _changes, "export": _export_command, "import": _import, "remember": _remember,
-    "subject": _subject, "correct": _correct, "revoke": _revoke, "reinstate": _reinstate, "link": _link, "forget": _forget,
+    "subject": _subject, "confirm": _confirm_note, "check-every": _check_every, "correct": _correct, "revoke": _revoke, "reinstate": _reinstate, "link": _link, "forget": _forget,
 }  # fmt: skip

@@ -19,6 +19,13 @@ def parser() -> argparse.ArgumentParser:
     """Every command, its flags and their help."""
     common = Parser(add_help=False)
     common.add_argument("--db", help="store directory or s3://… (env CORRIGENDA_DB; default: per-user data dir)")
+    common.add_argument(
+        "--single-writer",
+        action="store_true",
+        default=None,  # unset: CORRIGENDA_SINGLE_WRITER decides
+        help="only one process writes this store: start on a bucket that ignores conditional writes, with a "
+        "warning, instead of refusing (env CORRIGENDA_SINGLE_WRITER=1)",
+    )
     common.add_argument("--model", help="sentence-transformers model name or path (env CORRIGENDA_MODEL)")
     common.add_argument("--scope", help="scope by name (env CORRIGENDA_SCOPE; default: this folder's project's)")
     common.add_argument(
@@ -103,17 +110,21 @@ def parser() -> argparse.ArgumentParser:
 
     remember = commands.add_parser("remember", parents=[common, printed, note], help="store a note")
     remember.add_argument("text")
-    correct = commands.add_parser(
-        "correct",
-        parents=[common, printed, note],
-        help="replace a note with a corrected one (the old one becomes history)",
-    )
-    correct.add_argument("note_id")
-    correct.add_argument("text")
     remember.add_argument(
         "--one-value", action="store_true", help="declare that --subject holds one value in the scope: this note "
         "and every later one of it replace its current note (see `corrigenda subject`)",
     )  # fmt: skip
+    confirm = commands.add_parser(
+        "confirm", parents=[common, printed], help="record that a current note was checked and still holds"
+    )
+    confirm.add_argument("note_id")
+    confirm.add_argument("--reason", help="how it was checked, kept with the confirmation")
+    check_every = commands.add_parser(
+        "check-every", parents=[common, printed], help="mark the scope's current notes UNCHECKED once DAYS have "
+        "passed since they were written or confirmed (0: never)",
+    )  # fmt: skip
+    check_every.add_argument("days", type=int)
+    check_every.add_argument("--reason", help="why, kept with the setting")
     subject = commands.add_parser(
         "subject", parents=[common, printed], help="declare that a subject holds one value in the scope (a note "
         "remembered with it then replaces its current note), withdraw that, or list the subjects declared",
@@ -121,6 +132,13 @@ def parser() -> argparse.ArgumentParser:
     subject.add_argument("subject", nargs="?", help="e.g. payments.timeout; none: list the declared subjects")
     subject.add_argument("--many-values", action="store_true", help="withdraw the declaration")
     subject.add_argument("--reason", help="why, kept with the declaration")
+    correct = commands.add_parser(
+        "correct",
+        parents=[common, printed, note],
+        help="replace a note with a corrected one (the old one becomes history)",
+    )
+    correct.add_argument("note_id")
+    correct.add_argument("text")
     correct.add_argument("--reason", required=True, help="why: kept with the event and shown with the history")
     correct.add_argument(
         "--fork",

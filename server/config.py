@@ -93,6 +93,11 @@ class Settings(BaseSettings):
         description="Object-store options for a bucket --db, as comma-separated key=value pairs "
         "(e.g. aws_endpoint=http://127.0.0.1:9000,allow_http=true); the cloud's own variables work too.",
     )
+    single_writer: bool = Field(
+        False,
+        description="Only one process writes this store: on a bucket whose object store does not honour "
+        "conditional writes, start with a warning instead of refusing (a second writer would lose commits).",
+    )
     model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model name or path.")
     scope: ScopeName = Field(
         None,

@@ -48,7 +48,10 @@ def _note(n: NoteView) -> str:
         extra.append(f"reinstated by {n.reinstated_by}")
     if n.refines:
         extra.append("refines " + ", ".join(n.refines))
-    return f"{n.id} [{', '.join(extra)}; {_day(n.recorded_at)}] {n.text}"
+    if n.last_checked is not None:
+        extra.append(f"checked {_day(n.last_checked.at)} by {n.last_checked.actor or 'an unnamed writer'}")
+    marked = f"UNCHECKED since {_day(n.unchecked_since)}: " if n.unchecked_since else ""
+    return f"{n.id} [{', '.join(extra)}; {_day(n.recorded_at)}] {marked}{n.text}"
 
 
 def _history(h: HistoryEntry) -> str:

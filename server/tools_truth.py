@@ -1,20 +1,21 @@
 """The tools that record what is true of a scope's subjects and notes beyond their lifecycle: that a
-subject holds one value (store/subjects.py). Registered in tools.TOOLS with the others."""
+subject holds one value (store/subjects.py), that a current note was checked and still holds
+(store/confirms.py). Registered in tools.TOOLS with the others."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from corrigenda.store.model import MAX_REASON, MAX_SUBJECT
-from corrigenda.store.views import Declared
+from corrigenda.store.views import Declared, LifecycleChange
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from . import render
-from .access import actor_of, granted_scope, tool_result
+from .access import actor_of, granted_scope, permit_ids, tool_result
 from .access import call as on_store
-from .arguments import IDEMPOTENT, Scope
+from .arguments import APPEND, IDEMPOTENT, NoteId, Scope
 from .tools import tool
 
 
@@ -38,3 +39,20 @@ async def declare_subject(
     r = await on_store(ctx, "declare_subject", lambda m: m.declare_subject(subject, scope=where,
                        one_value=one_value, reason=reason, actor=actor_of(ctx)))  # fmt: skip
     return tool_result(r, render.declared(r))
+
+
+@tool(APPEND, "Confirm a note still holds")
+async def confirm(
+    ctx: Context,
+    note_id: NoteId,
+    reason: Annotated[
+        str | None, Field(description="How you checked, kept with the confirmation.", max_length=MAX_REASON)
+    ] = None,
+) -> Annotated[CallToolResult, LifecycleChange]:
+    """Record that a current note was checked and still holds (who, when, how): recall, `history` and
+    `list_notes` then show when it was last checked, and a scope that asks for a check every N days stops
+    marking it UNCHECKED. Call it after you verified a note you relied on; if it no longer holds, call
+    `correct` or `revoke` instead. A note that is history is refused, naming what is current."""
+    await permit_ids(ctx, "confirm", [note_id], write=True)
+    r = await on_store(ctx, "confirm", lambda m: m.confirm(note_id, reason=reason, actor=actor_of(ctx)))
+    return tool_result(r, render.lifecycle(r, "Confirmed"))

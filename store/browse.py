@@ -26,6 +26,7 @@ CHANGE_KINDS: dict[EventKind, ChangeKind] = {
     EventKind.REVOKES: "revoked",
     EventKind.REINSTATES: "reinstated",
     EventKind.FORGETS: "forgotten",
+    EventKind.CONFIRMS: "confirmed",
 }
 
 

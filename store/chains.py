@@ -10,17 +10,21 @@ from collections.abc import Sequence
 
 from .fold import Fold
 from .model import Event, Note, NoteState
-from .views import Chain, Entry, EventView, HistoryEntry, NoteView, Prerequisite
+from .views import Chain, Check, Entry, EventView, HistoryEntry, NoteView, Prerequisite
 
 
 def note_view(note: Note, folded: Fold) -> NoteView:
     status = folded.status[note.id]
+    confirmed = folded.checked.get(note.id)
     return NoteView(
         **note.model_dump(),
         state=status.state,
         reinstated_by=status.reinstated_by.id if status.reinstated_by else None,
         refines=folded.refines(note.id),
-    )
+        last_checked=Check(event_id=confirmed.id, at=confirmed.recorded_at, actor=confirmed.actor,
+                           reason=confirmed.reason) if confirmed is not None else None,
+        unchecked_since=folded.unchecked_since(note.id),
+    )  # fmt: skip
 
 
 def event_view(event: Event, folded: Fold) -> EventView:

@@ -88,6 +88,7 @@ class _BucketError(CorrigendaError):
     def __init__(self, uri: str, detail: str) -> None:
         super().__init__(self.MESSAGE.format(uri=uri, detail=detail))
         self.uri = uri
+        self.detail = detail
 
 
 class StoreUnreachable(_BucketError):
@@ -97,6 +98,27 @@ class StoreUnreachable(_BucketError):
         "db: cannot open {uri} ({detail}). Set the bucket's credentials and endpoint in the environment "
         "(for s3://: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, and AWS_ENDPOINT_URL for an "
         "S3-compatible store) or as key=value pairs in CORRIGENDA_STORAGE_OPTIONS"
+    )
+
+
+class StoreFailing(_BucketError):
+    """The object store answered a request with an error of its own (5xx), or not at all (hung)."""
+
+    MESSAGE = (
+        "db: the object store at {uri} is failing ({detail}). Check that it is up and healthy (its own logs) "
+        "and that AWS_ENDPOINT_URL or CORRIGENDA_STORAGE_OPTIONS names it; then start again"
+    )
+
+
+class ConditionalWritesIgnored(_BucketError):
+    """The object store takes a second write of an object with `If-None-Match: *` instead of refusing it:
+    servers sharing it would replace each other's commits (storage/conditional_writes.py)."""
+
+    MESSAGE = (
+        "db: the object store at {uri} does not honour conditional writes ({detail}), so servers sharing it "
+        "would silently lose each other's writes. Run one server only, with --single-writer "
+        "(CORRIGENDA_SINGLE_WRITER=1), or keep the commits in DynamoDB: --db s3+ddb://BUCKET/PREFIX?ddbTableName=TABLE "
+        "(docs/object-storage.md)"
     )
 
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .ids import is_note_id
 from .model import ChainStatus, Event, EventKind, Note, NoteState
 
 _EXCLUDING = (EventKind.SUPERSEDES, EventKind.REVOKES)
+CHECK_DAYS = "days:"  # a CHECK_EVERY event's dst: "days:30"
 _CHAIN_EDGES = (EventKind.SUPERSEDES, EventKind.REVOKES, EventKind.REINSTATES, EventKind.REFINES)
 
 
@@ -57,6 +58,8 @@ class Fold:
     status: dict[str, NoteStatus]
     retracted_by: dict[str, Event]  # event id → the reinstates event that retracted it
     conflicts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # set-aside supersedes → the cycle it closes
+    checked: dict[str, Event] = field(default_factory=dict)  # note id → its latest `confirms`
+    check_every: timedelta | None = None  # the scope's setting at `at` (CHECK_EVERY), if one is set
     _component: dict[str, str] = field(default_factory=dict)
     _members: dict[str, list[str]] = field(default_factory=dict)
     _refines: dict[str, set[str]] = field(default_factory=dict)  # refines edges, both ways
@@ -72,6 +75,15 @@ class Fold:
 
     def state(self, note_id: str) -> NoteState:
         return self.status[note_id].state
+
+    def unchecked_since(self, note_id: str) -> datetime | None:
+        """When a current note was last written or confirmed, if that is longer ago than the scope's
+        `check_every` allows: it is marked, never hidden and never moved."""
+        if self.check_every is None or self.status[note_id].state is not NoteState.ACTIVE:
+            return None
+        confirmed = self.checked.get(note_id)
+        last = confirmed.recorded_at if confirmed is not None else self.notes[note_id].recorded_at
+        return last if self.at - last > self.check_every else None
 
     def chain_id(self, note_id: str) -> str:
         """The id of a note's chain (`chain(note_id).id`, without working out its heads)."""
@@ -170,9 +182,22 @@ def fold(notes: Iterable[Note], events: Iterable[Event], at: datetime) -> Fold:
         else:
             status[note_id] = NoteStatus(NoteState.ACTIVE, reinstated_by=reinstated.get(note_id))
 
-    result = Fold(at, visible, ordered, status, retracted_by, conflicts)
+    checked = {e.dst: e for e in ordered if e.kind is EventKind.CONFIRMS}  # in recording order: the latest
+    result = Fold(at, visible, ordered, status, retracted_by, conflicts, checked, _check_every(events, at))
     _link_chains(result, by_id)
     return result
+
+
+def _check_every(events: Iterable[Event], at: datetime) -> timedelta | None:
+    """The scope's CHECK_EVERY setting as recorded by `at`: the latest one's days (None: no setting, or 0)."""
+    settings = [
+        e for e in events
+        if e.kind is EventKind.CHECK_EVERY and e.recorded_at <= at and e.dst.removeprefix(CHECK_DAYS).isdigit()
+    ]  # fmt: skip
+    if not settings:
+        return None
+    days = int(max(settings, key=lambda e: (e.recorded_at, e.id)).dst.removeprefix(CHECK_DAYS))
+    return timedelta(days=min(days, 36_500)) if days > 0 else None
 
 
 def _visible_events(events: Iterable[Event], notes: Mapping[str, Note], at: datetime) -> list[Event]:

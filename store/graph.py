@@ -58,12 +58,15 @@ class ScopeGraph:
     # said to be distinct from (one way)
     neighbours: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     naming: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # note or event id → events naming it
+    scope_wide: list[Event] = field(default_factory=list)  # events of the scope as a whole: its settings
 
     def add(self, events: Iterable[Event]) -> None:
         for e in events:
             if e.id in self.events:
                 continue  # a retried append: the first row wins
             self.events[e.id] = e
+            if e.kind is EventKind.CHECK_EVERY:
+                self.scope_wide.append(e)
             self.naming[e.dst].add(e.id)
             if e.src is not None:
                 self.naming[e.src].add(e.id)

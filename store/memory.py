@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Concatenate, ParamSpec, TypeVar
 
+from .confirms import Confirms
 from .embedder import Embedder, SentenceTransformerEmbedder
 from .errors import CorrigendaError
 from .forgets import Forgets
@@ -140,6 +141,8 @@ class Memory:
     reinstate = _write(Writes.reinstate)
     link = _write(Writes.link)
     forget = _offered(lambda memory: memory.writes.forgets, Forgets.forget)
+    confirm = _offered(lambda memory: memory.writes.confirms, Confirms.confirm)
+    check_every = _offered(lambda memory: memory.writes.confirms, Confirms.check_every)
     declare_subject = _offered(lambda memory: memory.writes.subjects, Subjects.declare)
     one_value_subjects = _offered(lambda memory: memory.writes.subjects, Subjects.one_value_subjects)
 

@@ -71,6 +71,10 @@ class EventKind(StrEnum):
     # value (a remember of it supersedes its current note), or, withdrawn, any number. The latest wins.
     ONE_VALUE = "one_value"
     MANY_VALUES = "many_values"
+    CONFIRMS = "confirms"  # dst, a current note, was checked and still holds (who, when, why); nothing else changes
+    # How many days a scope's current notes stay checked, dst "days:<N>" ("days:0": no limit): a note
+    # neither written nor confirmed for longer reads "unchecked since …". The latest wins.
+    CHECK_EVERY = "check_every"
 
 
 class NoteState(StrEnum):

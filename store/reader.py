@@ -65,7 +65,7 @@ class ScopeReader:
         known = {n.id: n for n in [*around, *self.also]}
         reached = graph.reachable(known)
         notes = self.graphs.notes_of(self.scope, reached - known.keys(), self._notes_and_their_vectors)
-        return fold([*notes.values(), *known.values()], graph.around(reached), at)
+        return fold([*notes.values(), *known.values()], [*graph.around(reached), *graph.scope_wide], at)
 
     def vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
         """Stored embeddings of notes of the scope by id: those kept, the others read."""

@@ -90,9 +90,10 @@ def replacing(note: Note, of_subject: Sequence[Note], before: Fold, named: Seque
     return [n.id for n in current if n.id not in named][: MAX_LINKS - len(named)]
 
 
-def one_value_reason(subject: str, scope: str) -> str:
-    """The reason of the `supersedes` edge a remember of a one-value subject writes."""
-    return f"{subject!r} holds one value in scope {scope!r}: the new note replaces its current note"
+def one_value_reason(subject: str) -> str:
+    """The reason of the `supersedes` edge a remember of a one-value subject writes: short, as a history
+    entry's reason counts against a recall's budget (the scope is the edge's own)."""
+    return f"one value: {subject}"
 
 
 class Subjects(Part):

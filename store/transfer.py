@@ -34,6 +34,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -48,12 +49,17 @@ from . import subjects
 from .checks import CLOCK_ALLOWANCE
 from .embedder import Embedder
 from .errors import InvalidArgument
+from .fold import CHECK_DAYS
 from .ids import EVENT_PREFIX, NOTE_PREFIX, check_id, derived_id, is_note_id
 from .model import MAX_ACTOR, Event, EventKind, Note, check_event, check_fields, check_text, check_time
 from .tables import Tables
 from .views import Imported
 from .where import check_scope
 
+# Events of a scope as a whole, whose dst is no note or event (subjects.py, confirms.py), and the events
+# of one note that have no src.
+SCOPE_WIDE = (*subjects.DECLARING, EventKind.CHECK_EVERY)
+NO_SOURCE = (EventKind.REVOKES, EventKind.REINSTATES, EventKind.FORGETS, EventKind.CONFIRMS)
 FORMAT = "corrigenda-export"
 VERSION = 2  # 2: the trailer; a version 1 file (no trailer) is read as a partial restore only
 TRAILER = "end"
@@ -115,7 +121,7 @@ def export_lines(
 
 def _readable_edge(event: Event, notes: set[str], events: Mapping[str, Event]) -> bool:
     """Whether the fold would read this event: a tombstone always; an edge whose notes exist."""
-    if event.kind is EventKind.FORGETS or event.kind in subjects.DECLARING:
+    if event.kind is EventKind.FORGETS or event.kind in SCOPE_WIDE:
         return True
     if event.src is not None and event.src not in notes:
         return False
@@ -367,20 +373,24 @@ def event_from_record(record: dict[str, Any]) -> Event:
     check_scope(event.scope)
     if event.src is not None:
         check_id(event.src, "src", prefix=NOTE_PREFIX)
-    if event.kind in subjects.DECLARING:
-        if not event.dst.startswith(subjects.PREFIX):
-            raise InvalidArgument(
-                "dst", f"a {event.kind.value} event names a subject: {subjects.PREFIX!r} then the subject"
-            )
-        subjects.checked_subject(subjects.subject_of(event), "dst")
-    else:
-        check_id(event.dst, "dst", prefix=None if event.kind is EventKind.REINSTATES else NOTE_PREFIX)
-    if (event.src is None) != (
-        event.kind in (EventKind.REVOKES, EventKind.REINSTATES, EventKind.FORGETS, *subjects.DECLARING)
-    ):
+    _check_dst(event)
+    if (event.src is None) != (event.kind in (*NO_SOURCE, *SCOPE_WIDE)):
         raise InvalidArgument("src", f"a {event.kind.value} event {'has no' if event.src else 'needs a'} src")
     check_event(event)
     return event.model_copy(update={"recorded_at": _aware(event.recorded_at)})
+
+
+def _check_dst(event: Event) -> None:
+    """An event's dst as its kind has it: a subject, a number of days, an event id (reinstates) or a note id."""
+    if event.kind in subjects.DECLARING:
+        if not event.dst.startswith(subjects.PREFIX):
+            raise InvalidArgument("dst", f"a {event.kind.value} event names {subjects.PREFIX!r} then the subject")
+        subjects.checked_subject(subjects.subject_of(event), "dst")
+    elif event.kind is EventKind.CHECK_EVERY:
+        if not re.fullmatch(rf"{CHECK_DAYS}\d{{1,5}}", event.dst):
+            raise InvalidArgument("dst", f"a check_every event's dst is {CHECK_DAYS!r} then a number of days")
+    else:
+        check_id(event.dst, "dst", prefix=None if event.kind is EventKind.REINSTATES else NOTE_PREFIX)
 
 
 def _known_fields(record: Mapping[str, Any], fields: Iterable[str]) -> None:
@@ -541,7 +551,7 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
             continue
         if event.kind is EventKind.FORGETS:
             _tombstone_in_scope(parsed, event, {**stored_notes, **parsed.notes})
-        elif event.kind not in subjects.DECLARING and not _ends_exist(parsed, event, known, all_events):
+        elif event.kind not in SCOPE_WIDE and not _ends_exist(parsed, event, known, all_events):
             continue  # an optional edge whose note does not exist
         if ident in stored_events:
             _same(parsed, ident, stored_events[ident], event)

@@ -10,10 +10,25 @@ from pydantic import BaseModel, Field
 from .model import ChainStatus, Event, EventKind, Note, NoteState
 
 
+class Check(BaseModel):
+    """A confirmation that a current note still holds."""
+
+    event_id: str
+    at: datetime
+    actor: str | None
+    reason: str | None
+
+
 class NoteView(Note):  # a stored note, and what the fold says of it
     state: NoteState
     reinstated_by: str | None = Field(None, description="The reinstates event that brought this note back, if one did.")
     refines: list[str] = Field(default_factory=list, description="Notes this one adds detail to.")
+    last_checked: Check | None = Field(None, description="The latest confirmation that it still holds, if any.")
+    unchecked_since: datetime | None = Field(
+        None,
+        description="Set when the scope asks for a check every N days and this current note was neither written nor "
+        "confirmed since then: when it last was. It is still current: check it, then `confirm` or `correct` it.",
+    )
 
 
 class EventView(BaseModel):
@@ -315,7 +330,7 @@ class NoteList(BaseModel):
     counts: dict[NoteState, int] = Field(description="The whole scope's notes by state (every state, zeros too).")
 
 
-ChangeKind = Literal["corrected", "revoked", "reinstated", "forgotten"]
+ChangeKind = Literal["corrected", "revoked", "reinstated", "forgotten", "confirmed"]
 
 
 class Change(BaseModel):

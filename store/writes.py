@@ -17,6 +17,7 @@ from datetime import datetime
 from . import recall, subjects, updates
 from .chains import build_chain, event_view, note_view
 from .checks import checked_reason, checked_text, current_or_refuse, exist, new_event, new_note, recorded_time
+from .confirms import Confirms
 from .embedder import Embedder
 from .errors import Conflict, InvalidArgument, NotFound
 from .fold import Fold
@@ -70,6 +71,7 @@ class Writes(Part):
         self.subjects = subjects.Subjects(tables, graphs, lookup, embedder, clock, settings)
         self.forgets = Forgets(tables, graphs, lookup, embedder, clock, settings)
         self.commits = self.forgets.commits
+        self.confirms = Confirms(self, self.commits)
 
     def remember(
         self,
@@ -144,7 +146,7 @@ class Writes(Part):
     ) -> list[Event]:  # fmt: skip
         """A remember's events: the declaration it makes, then its edges (those a one-value subject
         makes with a reason naming it)."""
-        why = subjects.one_value_reason(note.subject or "", note.scope)
+        why = subjects.one_value_reason(note.subject or "")
         edges = [(EventKind.SUPERSEDES, t, reason) for t in supersedes]
         edges += [(EventKind.SUPERSEDES, t, why) for t in replaced] + [
             (EventKind.DEPENDS_ON, t, reason) for t in depends_on

@@ -142,7 +142,7 @@ def check(fuzzed: Fuzzed, tool: Tool, arguments: dict[str, Any]) -> None:
 
 TOOLS = [
     "remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget",
-    "scopes", "list_notes", "changes", "declare_subject",
+    "scopes", "list_notes", "changes", "declare_subject", "confirm",
 ]  # fmt: skip
 FUZZ = settings(
     max_examples=10, deadline=None, derandomize=True, database=None,

@@ -42,7 +42,7 @@ async def test_an_agent_replaces_a_one_value_subjects_note_in_one_call_and_undoe
     assert second["replaced"]["notes"][0]["state"] == "superseded"
     (edge,) = second["events"]
     assert (edge["kind"], edge["src"], edge["dst"]) == ("supersedes", new_id, old_id)
-    assert "'Payments Timeout' holds one value in scope" in edge["reason"]
+    assert edge["reason"] == "one value: Payments Timeout"
     text = result.content[0].text  # type: ignore[union-attr]
     assert "Replaced (now history):" in text and old_id in text and f'revoke(note_id="{new_id}"' in text
     recalled = await call(client, "recall_chains", query="what is the payments timeout?")

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 TOOLS = {
     "remember", "correct", "revoke", "reinstate", "recall_chains", "why_excluded", "history", "link", "forget",
-    "scopes", "list_notes", "changes", "declare_subject",
+    "scopes", "list_notes", "changes", "declare_subject", "confirm",
 }  # fmt: skip
 
 

@@ -39,6 +39,14 @@ class Location:
         return "://" in self.uri
 
     @property
+    def may_ignore_conditional_writes(self) -> bool:
+        """An S3 API (`s3://`), on which Lance commits by writing with `If-None-Match: *` and which some
+        S3-compatible stores implement without it: worth a check at start (conditional_writes.py).
+        Not `s3+ddb://` (DynamoDB settles the commits), `gs://` or `az://` (their own APIs'
+        preconditions), nor a directory (a rename)."""
+        return self.uri.split("://", 1)[0].lower() == "s3" and self.is_remote
+
+    @property
     def is_local(self) -> bool:
         """A directory on this machine's disk: made if it is missing, with the lock file of upkeep in it."""
         return not self.is_remote

@@ -32,14 +32,26 @@ but `as_of` hides them (the script counts them).
 Modes, with one write per run of non-evidence turns (`import_notes`, one embedding batch, no
 edges) and the evidence notes written in time order between them:
 - edges: the first evidence note through `remember`, each later one through `correct` of the one
-  before (reason "the user stated a newer value"), as an agent that records its corrections would;
+  before (reason "the user stated a newer value"), as an agent that records its corrections would.
+  Not knowing the old note's id, such an agent first recalls what it is about to record (the newer
+  turn's text, recall's default 2,000 tokens, as of the turn's time); the bench makes that call and
+  counts whether it shows the previous evidence note as a head, but corrects the right note either way;
 - remember: every evidence note through `remember`, no edges (the stale baseline); so is every other
   turn of the sessions that hold evidence, one by one, so that `remember`'s `likely_updates` can be
   measured on notes that are not updates. For each update
   (a pair of consecutive evidence notes) it records whether `remember`'s `similar_active` for the
   newer note lists the older one: what would let an agent decide to call `correct`. (Where three
   evidence notes form two updates, a second column also counts the update as found when the list
-  names any earlier evidence note; the target uses the first.)
+  names any earlier evidence note; the target uses the first);
+- subject: every evidence note through `remember` with one subject per question, no edges named: the
+  first with `one_value=True` (declaring that the subject holds one value in the scope), each later one
+  with the subject alone, so the store supersedes the subject's current note by itself. The subject
+  is "lme-ku <question id>": all of a question's evidence turns get it and no other turn has one,
+  which is what a careful agent filing "the number of sources in my reference manager" under one key
+  would do. It comes from the benchmark's index of evidence turns, not from an agent reading the
+  chat, so this mode is the UPPER BOUND of what declaring a one-value subject buys, not a measurement
+  of agents choosing subjects (an agent that files a value under two spellings that differ in more
+  than case, spaces or punctuation, or files an unrelated turn under it, gets less or worse).
 Likely updates (remember mode): `remember`'s `likely_updates` for each note written through it. A
 proposal is right when an evidence note proposes an older evidence note; it *restates* when a turn
 that is not evidence proposes an older evidence note and names the gold answer (it states the newer
@@ -55,8 +67,8 @@ chain). A note costs `corrigenda.store.tokens.estimate_tokens(text)` + 18 (corri
 `NOTE_OVERHEAD`; corrigenda also charges 16 per chain and, for history, 18 + the reason). Every dense
 note is shown as current: it is one chain of one head.
 
-Metrics, per question, system (edges, remember, dense) and budget; "first head" is the first head
-of the first delivered chain that is not marked `possibly_outdated_by` a newer note (dense: the top
+Metrics, per question, system (edges, remember, subject, dense) and budget; "first head" is the first
+head of the first delivered chain that is not marked `possibly_outdated_by` a newer note (dense: the top
 note; recall marks a chain when a delivered newer current note looks like the same fact with a
 different value and no edge relates them, and an agent reading the result is told to prefer the
 newer, so a marked chain's head is not one it takes as current):
@@ -78,7 +90,10 @@ newer, so a marked chain's head is not one it takes as current):
 - history kept: every older evidence note is delivered (in any role; with edges it can only come as
   history). Over the historical kinds (historical, current_and_historical, direction_of_change).
 - chain intact: some delivered chain is `current` with the latest evidence note as its only head and
-  every older evidence note in its history, none trimmed. Edges mode only (no edges, no chain).
+  every older evidence note in its history, none trimmed. Edges and subject modes only (no edges, no
+  chain). The subject mode's edges carry the store's reason ("'lme-ku …' holds one value in scope
+  '…': the new note replaces its current note"), longer than edges mode's, and a history entry's
+  reason counts against the budget.
 - answer hit: the gold answer (as a string: trimmed, a final period dropped, case-insensitive, at word
   boundaries) appears in the text of some delivered head (dense: some delivered note). Only for the
   questions whose answer string appears in the latest evidence note and in no other note of that
@@ -88,6 +103,13 @@ newer, so a marked chain's head is not one it takes as current):
   matched like the answer string). No note of this data names any of the six entities (the script
   counts them), so no system can fail this check here: it guards against a future data change only.
 Tables split every figure by question kind; `all` pools the kinds.
+
+Tool calls, per update (a pair of consecutive evidence notes): the calls the writer made to record the
+newer note, counted as the mode makes them (edges: recall_chains then correct; subject and remember:
+remember), whether the previous note was superseded by that write (subject mode: `remember`'s
+`replaced` names it), and for edges mode whether the lookup recall showed the previous note as a
+head, and in its first chain (where it does not, an agent would need more calls or would not find the
+id at all).
 
 Perturbations, on the edges store of each question with older evidence, after its recalls (latest
 L at time t_L, previous P, the question at t_Q, d = (t_Q - t_L) / 4), run in this order, each with
@@ -103,7 +125,8 @@ and status); the table lists them in the issue's order:
 
 Targets (issue 4), S setting: with edges, current@1 >= 0.97 and no stale head at 512 tokens; in
 remember-only mode, `similar_active` lists the older note for >= 0.90 of updates. The script prints
-each with its failing ids and, for the recall targets, a diagnosis of each failure: its cause
+each with its failing ids and, for every miss of current@1 or stale head in edges or subject mode at
+512 tokens, a diagnosis: its cause
 (history trimmed: the first chain is the latest's, but the budget left no room for its history;
 another chain first; latest not delivered), the first chain's entry note with its retrieval ranks
 and scores, the entry of the latest's chain when that came later, and why_excluded of each older
@@ -119,7 +142,7 @@ cache mostly saves the second mode and the oracle setting).
 Run from the repository root (about 18,000 distinct texts to embed on a full run):
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/longmemeval_ku.py [--json PATH] [--settings oracle s]
-        [--modes edges remember] [--limit N] [--questions ID ...]
+        [--modes edges remember subject] [--limit N] [--questions ID ...]
 """
 
 from __future__ import annotations
@@ -139,11 +162,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from corrigenda.store import ChainStatus, Draft, Memory, SentenceTransformerEmbedder
+from corrigenda.store import ChainStatus, Draft, EventKind, Memory, SentenceTransformerEmbedder
 from corrigenda.store.memory import MAX_TEXT
 from corrigenda.store.recall import NOTE_OVERHEAD
 from corrigenda.store.tokens import estimate_tokens
-from corrigenda.store.views import RecallResult, Remembered
+from corrigenda.store.views import Corrected, RecallResult, Remembered
 from embedding_cache import CachedEmbedder
 from harness import write_results
 
@@ -154,7 +177,8 @@ ORACLE_FILE = "longmemeval_oracle_knowledge_update.json.gz"
 S_FILE = "longmemeval_s_knowledge_update.no_assistant_text.json.gz"
 
 SETTINGS = ("oracle", "s")
-MODES = ("edges", "remember")
+MODES = ("edges", "remember", "subject")
+LINKED = frozenset({"edges", "subject"})  # the modes whose writer records each update as an edge
 SYSTEMS = (*MODES, "dense")
 BUDGETS = (256, 512, 1024)
 KINDS = ("current", "historical", "current_and_historical", "direction_of_change", "abstention")
@@ -167,6 +191,7 @@ TARGET_BUDGET = 512
 PERTURBATION_BUDGET = 1024
 ACTOR = "longmemeval-ku"
 CORRECTION_REASON = "the user stated a newer value"
+LOOKUP_BUDGET = 2000  # recall's default: the recall an agent makes to learn the id of the note it corrects
 CHECKS = (
     "revoke latest -> previous is the head",
     "reinstate latest -> latest is the head again",
@@ -388,7 +413,7 @@ def score(q: Question, system: str, chains: list[Shown], pattern: re.Pattern[str
             m["older marked"] = not any(c.outdated_by is None and set(c.heads) & older for c in chains)
         if q.kind in HISTORICAL_KINDS:
             m["history kept"] = older <= heads | {h for c in chains for h in c.history}
-        if system == "edges":
+        if system in LINKED:
             m["chain intact"] = any(
                 c.heads == [latest] and c.status == ChainStatus.CURRENT.value and older <= set(c.history)
                 and c.trimmed_history == 0
@@ -441,17 +466,55 @@ class Written:
     ids: dict[str, str] = field(default_factory=dict)  # turn key → note id
     keys: dict[str, str] = field(default_factory=dict)  # note id → turn key
     supersedes: list[str] = field(default_factory=list)  # event ids of the corrections, oldest first
+    reason: str = CORRECTION_REASON  # the reason the updates' edges carry (subject mode: the store's)
     updates: list[dict[str, Any]] = field(default_factory=list)  # remember mode: similar_active per update
     proposals: list[dict[str, Any]] = field(default_factory=list)  # remember mode: likely_updates per note
+    calls: list[dict[str, Any]] = field(default_factory=list)  # per update: the writer's tool calls
 
     def add(self, turn: Turn, note_id: str) -> None:
         self.ids[turn.key] = note_id
         self.keys[note_id] = turn.key
 
 
-def write(memory: Memory, scope: str, turns: Sequence[Turn], mode: str, embedder: CachedEmbedder) -> Written:
+class Agent:
+    """The store as the writer's tool calls for the evidence notes reach it: each call is counted by the
+    tool's name, so the calls an update took are what the mode did."""
+
+    def __init__(self, memory: Memory, scope: str) -> None:
+        self.memory = memory
+        self.scope = scope
+        self.calls: list[str] = []
+
+    def recall_chains(self, query: str, as_of: datetime) -> RecallResult:
+        self.calls.append("recall_chains")
+        return self.memory.recall(query, scope=self.scope, budget_tokens=LOOKUP_BUDGET, as_of=as_of)
+
+    def remember(self, draft: Draft, one_value: bool = False) -> Remembered:
+        self.calls.append("remember")
+        return self.memory.remember(draft, scope=self.scope, actor=ACTOR, one_value=one_value)
+
+    def correct(self, note_id: str, draft: Draft) -> Corrected:
+        self.calls.append("correct")
+        return self.memory.correct(note_id, draft, reason=CORRECTION_REASON, actor=ACTOR)
+
+    def take(self) -> list[str]:
+        """The calls made since the last take."""
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def subject_for(q: Question) -> str:
+    """Subject mode's subject for every evidence note of `q`: one key per question, from its id. The
+    benchmark knows which turns state the value asked about; an agent would have to see it."""
+    return f"lme-ku {q.id}"
+
+
+def write(
+    memory: Memory, scope: str, turns: Sequence[Turn], mode: str, embedder: CachedEmbedder, subject: str
+) -> Written:
     """Store the turns in time order: runs of plain turns in one import, evidence notes one by one."""
     written = Written()
+    agent = Agent(memory, scope)
     pending: list[Turn] = []
     earlier: list[Turn] = []  # evidence notes written so far
     sessions = {t.session_id for t in turns if t.evidence} if mode == "remember" else set()
@@ -473,23 +536,40 @@ def write(memory: Memory, scope: str, turns: Sequence[Turn], mode: str, embedder
             written.add(turn, remembered.note.id)
             written.proposals.append(_proposals(turn, remembered, written))
             continue
-        if mode == "edges" and earlier:
-            corrected = memory.correct(
-                written.ids[earlier[-1].key],
-                Draft(text=turn.text, valid_from=turn.valid_from, at=turn.at),
-                reason=CORRECTION_REASON,
-                actor=ACTOR,
-            )
+        draft = Draft(
+            text=turn.text, valid_from=turn.valid_from, at=turn.at, subject=subject if mode == "subject" else None
+        )
+        previous = written.ids[earlier[-1].key] if earlier else None
+        replaced: list[str] = []
+        found: int | None = None  # edges mode: the rank of the lookup's chain headed by the previous note, 0 if none
+        if mode == "edges" and previous is not None:
+            # The agent does not know the old note's id: it recalls what it is about to record, then
+            # corrects. The bench corrects the right note whether or not that recall showed it.
+            looked_up = agent.recall_chains(turn.text, as_of=turn.at)
+            ranks = [i for i, c in enumerate(looked_up.chains, 1) if previous in (h.id for h in c.heads)]
+            found = ranks[0] if ranks else 0
+            corrected = agent.correct(previous, draft)
             written.add(turn, corrected.note.id)
             written.supersedes.append(corrected.event.id)
+            replaced = [corrected.event.dst]
         else:
-            remembered = memory.remember(
-                Draft(text=turn.text, valid_from=turn.valid_from, at=turn.at), scope=scope, actor=ACTOR
-            )
+            remembered = agent.remember(draft, one_value=mode == "subject" and not earlier)
             written.add(turn, remembered.note.id)
-            written.proposals.append(_proposals(turn, remembered, written))
-            if earlier:
-                written.updates.append(_update(memory, scope, earlier, turn, remembered, written, embedder))
+            if mode == "subject":
+                edges = [e for e in remembered.events if e.kind is EventKind.SUPERSEDES]
+                written.supersedes += [e.id for e in edges]
+                written.reason = (edges[-1].reason or "") if edges else written.reason
+                replaced = [n.id for n in remembered.replaced.notes] if remembered.replaced else []
+            else:
+                written.proposals.append(_proposals(turn, remembered, written))
+                if earlier:
+                    written.updates.append(_update(memory, scope, earlier, turn, remembered, written, embedder))
+        calls = agent.take()
+        if earlier:
+            written.calls.append({
+                "previous": earlier[-1].key, "newer": turn.key, "calls": calls, "recorded": previous in replaced,
+                "replaced": [written.keys.get(i, i) for i in replaced], "found_at": found,
+            })  # fmt: skip
         earlier.append(turn)
     return written
 
@@ -542,19 +622,20 @@ def run_question(q: Question, setting: str, modes: Sequence[str], embedder: Cach
         "asked_at": q.asked_at.isoformat(), "question_date": q.question_date.isoformat(),
         "notes": len(turns), "hidden_after_question": sum(1 for t in turns if t.at > q.asked_at),
         "evidence": [t.key for t in q.evidence], "answer_eligible": pattern is not None,
-        "recalls": [], "updates": [], "proposals": [], "perturbations": [], "diagnoses": [],
+        "recalls": [], "updates": [], "proposals": [], "perturbations": [], "diagnoses": [], "tool_calls": [],
     }  # fmt: skip
     ranking = dense_ranking(q, turns, embedder)
     for budget in BUDGETS:
         chains, used = dense_pack(ranking, budget)
         record["recalls"].append(_recall_record("dense", budget, q, chains, used, pattern))
 
-    with tempfile.TemporaryDirectory(prefix="lme-ku-") as directory:
-        memory = Memory(directory, embedder)
+    # the store is closed before its directory goes: a compaction its writes set off may still be running
+    with tempfile.TemporaryDirectory(prefix="lme-ku-") as directory, Memory(directory, embedder) as memory:
         for mode in modes:
             scope = scope_of(setting, mode, q.id)
-            written = write(memory, scope, turns, mode, embedder)
+            written = write(memory, scope, turns, mode, embedder, subject_for(q))
             record["updates"] += written.updates
+            record["tool_calls"] += [{"mode": mode, **c} for c in written.calls]
             gold = phrase(q.answer)
             for p in written.proposals:  # evidence notes (recall) and any note that proposed (precision)
                 if p["evidence"] or p["proposed"]:
@@ -566,8 +647,9 @@ def run_question(q: Question, setting: str, modes: Sequence[str], embedder: Cach
                 entry["omitted"] = len(result.omitted)
                 record["recalls"].append(entry)
                 failed = entry["metrics"]["current@1"] is False or entry["metrics"]["stale head"] is True
-                if mode == "edges" and budget == TARGET_BUDGET and failed:
-                    record["diagnoses"].append(diagnose(memory, scope, q, budget, chains, result.used_tokens, written))
+                if mode in LINKED and budget == TARGET_BUDGET and failed:
+                    found = diagnose(memory, scope, q, budget, chains, result.used_tokens, written)
+                    record["diagnoses"].append({"mode": mode, **found})
             if mode == "edges" and q.older:
                 record["perturbations"] = perturb(memory, scope, q, written)
     return record
@@ -638,7 +720,7 @@ def diagnose(
     if rank is None:
         out["why_latest"] = verdict(latest)
     history_cost = [
-        estimate_tokens(t.text) + estimate_tokens(CORRECTION_REASON) + 2 * NOTE_OVERHEAD for t in q.older
+        estimate_tokens(t.text) + estimate_tokens(written.reason) + 2 * NOTE_OVERHEAD for t in q.older
     ]  # what the packer charges for a history entry
     out["older"] = {k: verdict(k) for k in older if place(k, chains) == "not delivered"}
     out["history_cost"] = history_cost
@@ -858,9 +940,53 @@ def perturbation_table(payload: dict[str, Any]) -> str:
     return markdown(["setting", "check", "pass", "failing"], body)
 
 
+def tool_call_figures(records: list[dict[str, Any]], settings: Sequence[str]) -> dict[str, Any]:
+    """Per setting and mode, over the updates (pairs of consecutive evidence notes): the tool calls the
+    writer made for the newer note, by tool; how many superseded the previous note; and, where the
+    writer looked the previous note up, how many of those recalls showed it as a head."""
+    out: dict[str, Any] = {}
+    for setting in settings:
+        for mode in MODES:
+            ups = [c for r in records if r["setting"] == setting for c in r["tool_calls"] if c["mode"] == mode]
+            if not ups:
+                continue
+            by_tool: dict[str, int] = {}
+            for c in ups:
+                for tool in c["calls"]:
+                    by_tool[tool] = by_tool.get(tool, 0) + 1
+            counts = [len(c["calls"]) for c in ups]
+            looked_up = [c["found_at"] for c in ups if c["found_at"] is not None]
+            out[f"{setting}|{mode}"] = {
+                "updates": len(ups), "calls": sum(counts), "fewest": min(counts), "most": max(counts),
+                "by_tool": by_tool, "recorded": sum(c["recorded"] for c in ups),
+                "looked_up": len(looked_up), "found_by_recall": sum(1 for k in looked_up if k),
+                "found_first": sum(1 for k in looked_up if k == 1),
+                "not_found": [f"{r['id']} ({c['newer']})" for r in records if r["setting"] == setting
+                              for c in r["tool_calls"] if c["mode"] == mode and c["found_at"] == 0],
+            }  # fmt: skip
+    return out
+
+
+def tool_calls_table(payload: dict[str, Any]) -> str:
+    """The tool calls each mode's writer made to record an update whose old note's id it was not handed."""
+    body = []
+    for key, v in payload["tool_calls"].items():
+        spread = "" if v["fewest"] == v["most"] else f" ({v['fewest']}–{v['most']})"
+        body.append([
+            *key.split("|"), v["updates"], f"{v['calls'] / v['updates']:g}{spread}",
+            ", ".join(f"{n} {tool}" for tool, n in v["by_tool"].items()), cell(v["recorded"], v["updates"]),
+            cell(v["found_by_recall"], v["looked_up"]), cell(v["found_first"], v["looked_up"]),
+        ])  # fmt: skip
+    headers = [
+        "setting", "mode", "updates", "tool calls per update", "calls", "previous note superseded",
+        "lookup recall shows the previous as a head", "in its first chain",
+    ]  # fmt: skip
+    return markdown(headers, body)
+
+
 TABLES = {
     "main": recall_table, "budgets": budget_table, "similar": similar_table, "perturbations": perturbation_table,
-    "likely_updates": likely_updates_table,
+    "likely_updates": likely_updates_table, "tool_calls": tool_calls_table,
 }  # fmt: skip
 
 
@@ -989,13 +1115,18 @@ def _yes(ok: bool) -> str:
 def print_diagnoses(records: list[dict[str, Any]], setting: str) -> None:
     found = [(r, d) for r in records if r["setting"] == setting for d in r["diagnoses"]]
     if found:
-        causes: dict[str, list[str]] = {}
+        causes: dict[tuple[str, str], list[str]] = {}
         for r, d in found:
-            causes.setdefault(d["cause"], []).append(r["id"])
-        print(f"\n### {setting}: why edges mode missed current@1 (or delivered a stale head) at {TARGET_BUDGET} tokens")
-        print(markdown(["cause", "questions", "ids"], [[c, len(ids), ", ".join(ids)] for c, ids in causes.items()]))
+            causes.setdefault((d["mode"], d["cause"]), []).append(r["id"])
+        print(
+            f"\n### {setting}: why a linked mode missed current@1 (or delivered a stale head) at {TARGET_BUDGET} tokens"
+        )
+        rows = [[mode, cause, len(ids), ", ".join(ids)] for (mode, cause), ids in causes.items()]
+        print(markdown(["mode", "cause", "questions", "ids"], rows))
     for r, d in found:
-        print(f"- {r['id']} ({r['kind']}) [{d['cause']}]: {d['chains']} chains, {d['used']}/{d['budget']} tokens")
+        print(
+            f"- {d['mode']} {r['id']} ({r['kind']}) [{d['cause']}]: {d['chains']} chains, {d['used']}/{d['budget']} tokens"
+        )
         first = d.get("first")
         if first:
             print(
@@ -1119,6 +1250,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for setting, v in likely.items():
             for line in v["false_examples"]:
                 print(f"  {setting} false: {line}")
+    tool_calls = tool_call_figures(records, args.settings)
+    print("\n### Tool calls to record an update whose old note's id the writer was not handed")
+    print(tool_calls_table({"tool_calls": tool_calls}))
+    for key, v in tool_calls.items():
+        if v["not_found"]:
+            print(f"  {key}: the lookup recall did not show the previous note: {', '.join(v['not_found'])}")
     perturbations = print_perturbations(records, args.settings) if "edges" in args.modes else {}
     targets = print_targets(records, args.settings)
     if "s" in args.settings:
@@ -1140,6 +1277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "similar_active": similar,
                 "likely_updates": likely,
                 "perturbations": perturbations,
+                "tool_calls": tool_calls,
                 "targets": targets,
                 "runtime_seconds": {"total": total, "embedding": embedder.seconds, **seconds},
                 "questions": records,

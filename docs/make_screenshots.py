@@ -7,7 +7,9 @@ browser tests seed theirs (tests/test_ui.py); tests/test_ui.py runs it, so CI do
 - ui-correct.png: a person correcting a note by hand, the form filled in;
 - ui-chain.png: the chain after that correction, with its timeline;
 - mcp-app.png: the MCP App showing a `recall_chains` result inside a host (the test host of
-  tests/test_mcp_app.py, written to the extension's specification).
+  tests/test_mcp_app.py, written to the extension's specification);
+- mcp-app-outdated.png: the MCP App, in a host that passes its tool calls on, asking the person about a
+  chain marked POSSIBLY OUTDATED: a reason typed, the two answers as buttons.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ from tests.test_mcp_app import show_in_a_host  # noqa: E402
 from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, free_port, seed, start  # noqa: E402
 
 WIDTH = 1000
-PICTURES = ("ui-landing.png", "ui-correct.png", "ui-chain.png", "mcp-app.png")
+PICTURES = ("ui-landing.png", "ui-correct.png", "ui-chain.png", "mcp-app.png", "mcp-app-outdated.png")
 QUESTION = "which port does the payments service use?"
+TIMEOUTS = (  # two values of one subject, nothing linking them: recall marks the older POSSIBLY OUTDATED
+    "The payments service times out after 30 seconds",
+    "The payments service times out after 45 seconds",
+)
 
 
 def main(out: Path) -> list[Path]:
@@ -63,6 +69,7 @@ def main(out: Path) -> list[Path]:
                 page.screenshot(path=str(out / PICTURES[2]), full_page=True)
                 browser.close()
         anyio.run(app_picture, db, out / PICTURES[3])
+        anyio.run(app_outdated_picture, db, out / PICTURES[4])
     return [out / name for name in PICTURES]
 
 
@@ -75,6 +82,24 @@ async def app_picture(db: str, picture: Path) -> None:
             await frame.locator(".chain").first.wait_for()  # type: ignore[attr-defined]
 
         await show_in_a_host(client, "recall_chains", {"query": QUESTION, "scope": "ops"}, drawn, str(picture))
+
+
+async def app_outdated_picture(db: str, picture: Path) -> None:
+    """The MCP App asking about a POSSIBLY OUTDATED mark, the person's reason typed in (scope `timeouts`)."""
+    server = build_server(Settings(db=db))
+    async with Client(server, raise_exceptions=True) as client:
+        for text in TIMEOUTS:
+            arguments = {"text": text, "subject": "payments.timeout", "scope": "timeouts"}
+            await client.call_tool("remember", arguments)
+
+        async def asked(frame: object) -> None:
+            mark = frame.locator(".suspect")  # type: ignore[attr-defined]
+            await mark.locator("input.reason").fill("the gateway's config says 45 s since Monday")
+            await mark.locator("button", has_text="replaces it").hover()
+
+        question = "how long before the payments service times out?"
+        arguments = {"query": question, "scope": "timeouts"}
+        await show_in_a_host(client, "recall_chains", arguments, asked, str(picture), calls_tools=True)
 
 
 if __name__ == "__main__":

@@ -165,7 +165,7 @@ def _confirm_note(c: Call) -> None:
 def _check_every(c: Call) -> None:
     event = c.memory.check_every(c.args.days, scope=c.scope, reason=c.args.reason, actor=c.actor)
     said = (
-        f"a current note neither written nor confirmed for {c.args.days} days reads UNCHECKED since …"
+        f"a current note neither written nor confirmed for {c.args.days} day{'s' * (c.args.days != 1)} reads UNCHECKED since …"
         if c.args.days else "no current note is marked UNCHECKED"
     )  # fmt: skip
     _show(

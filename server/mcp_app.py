@@ -6,6 +6,12 @@ iframe in the conversation, sending it the tool's result; it draws the chains fr
 structured content (NOW, NEEDS, HISTORY with who, when and why). Other clients ignore the `_meta`
 and read the text content, which the app changes in nothing.
 
+Where the host passes the app's tool calls on (`hostCapabilities.serverTools`), the person answers in
+the view: a chain marked POSSIBLY OUTDATED has two buttons (`link` newer → older, `supersedes` or
+`distinct`), a current note "Still true" (`confirm`); each is one `tools/call`, recorded as the session's
+actor like any call of the client, and the view is redrawn from its result. `link` and `confirm` carry
+no `_meta.ui.visibility`, so they keep the extension's default, callable by the model and the app.
+
 The page (`ui_static/chains-app.html`) loads and fetches nothing, so it declares no CSP domains:
 the host then applies the extension's default policy, which allows no network.
 """
@@ -63,7 +69,8 @@ def extension() -> Apps:
             name="chains",
             title="Memory chains",
             description="Draws a recall_chains or history result: each chain's current notes, what they rest on, "
-            "and what they replaced, with who, when and why.",
+            "and what they replaced, with who, when and why; the person can answer a POSSIBLY OUTDATED mark and "
+            "confirm a note still holds.",
             mime_type=APP_MIME_TYPE,
             icons=icons(),
             meta={"ui": {"prefersBorder": True}},

@@ -87,6 +87,13 @@ def chain(c: Chain, position: int | None = None) -> list[str]:
     return lines
 
 
+# For a client that cannot ask the person (no elicitation: claude.ai), where the person answers a mark.
+WHERE_TO_ANSWER = (
+    "The person can settle a POSSIBLY OUTDATED mark with the buttons under it in this result's chain view (in a "
+    "client that shows MCP Apps), or in the web view (`corrigenda ui`, searching the same words)."
+)
+
+
 def recall(r: RecallResult) -> str:
     when = f" as of {_day(r.as_of)}" if r.as_of else ""
     lines = [
@@ -100,6 +107,8 @@ def recall(r: RecallResult) -> str:
         lines.append("Nothing in memory matches.")
     for i, c in enumerate(r.chains, 1):
         lines += chain(c, i)
+    if any(c.possibly_outdated_by for c in r.chains):
+        lines.append(WHERE_TO_ANSWER)
     if r.omitted:
         lines.append(_omitted(r.omitted))
     lines += _unreadable(r.unreadable)

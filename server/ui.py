@@ -11,8 +11,10 @@ Server-rendered pages (no build step, no CDN, no script: the stylesheet and icon
 - `/chain/{note_id}` a chain titled by its subject, with its timeline (ui_timeline.py) and a person's
   hands: correct, revoke, reinstate, link (the other note found by its words, `?find=`) and forget,
   each asked to be confirmed and given a reason, recorded with the configured person as actor
-  (`person:NAME`, which every page's header names); `/note/{note_id}` a note with `why_excluded`, or
-  when and why it was forgotten; `/notes` a scope's notes by state; `/changes` what changed since.
+  (`person:NAME`, which every page's header names); "Still true" on a current note, and whether its subject
+  holds one value, with the form that declares or withdraws it (ui_truth.py); `/note/{note_id}` a note with
+  `why_excluded`, or when and why it was forgotten; `/notes` a scope's notes by state; `/changes` what
+  changed since. A scope's page also lists its subjects that hold one value and how long a check lasts.
 
 Writes are POSTs to `/act` only, carrying the page's form token and an Origin of this web view's own
 (a page elsewhere can neither read the token nor pass the check); so is `/logout`, which ends the
@@ -52,6 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import ui_html as h
 from . import ui_pages as pages
+from . import ui_truth as truth
 from .arguments import iso_8601
 from .config import Settings
 from .connections import bounded_server
@@ -91,6 +94,7 @@ DONE = {  # what a page says after a person's write (`?done=`): fixed words, nev
     "remember": "Added: the note is current. Revoke it to take it back.",
     "remember-same": "Already there: a current note of this scope says exactly that; nothing was added.",
     "forget": "Forgotten: the note is erased.",
+    **truth.DONE,
 }
 # What a confirmation page passes on to the write it confirms (`q`: the search a mark was answered from).
 CONFIRMED_FIELDS = ("action", "note_id", "reason", "text", "kind", "dst_id", "q")
@@ -238,12 +242,13 @@ def build_ui(
         more = f'<p><a href="{where.url("/notes", scope=where.scope, state="current")}">All {current.total} current notes</a></p>'
         recent = (
             "".join(change_line(where, c) for c in changed.changes)
-            or "<li>Nothing corrected, revoked, reinstated or forgotten in the last 7 days.</li>"
+            or "<li>Nothing corrected, revoked, reinstated, forgotten or confirmed in the last 7 days.</li>"
         )
+        holds = await store(lambda: truth.scope_section(memory, where))
         body = (
             f"{pages.opened_instead(where)}<p>{counts}. Search above, or open a note to see its chain and fix it.</p>{adding}"
             f'<h2>Current notes, newest first</h2><ul class="notes">{notes}</ul>{more}'
-            f'<h2>Latest changes</h2><ul class="changes">{recent}</ul>{others}'
+            f'<h2>Latest changes</h2><ul class="changes">{recent}</ul>{holds}{others}'
         )
         return page(where, f"Scope {where.scope}", body)
 
@@ -251,7 +256,7 @@ def build_ui(
         label = f"<b>{h.e(n.subject)}</b>: " if n.subject else ""
         return (
             f'<li>{label}<a href="{where.chain_url(n.id)}">{h.e(h.short(n.text, 140))}</a>'
-            f'<div class="meta">{h.badges(n)} · {h.when(n.recorded_at)} by {h.who(n.actor)}</div></li>'
+            f'<div class="meta">{h.badges(n)} · {h.when(n.recorded_at)} by {h.who(n.actor)}{h.checks(n)}</div></li>'
         )
 
     async def search(request: Request, where: h.Here) -> Response:
@@ -302,6 +307,7 @@ def build_ui(
         body = (
             h.chain_card(where, found.chain, hands=hands, linking=linking)
             + ("" if hands else f'<p class="meta">{no_hands(where)}</p>')
+            + await store(lambda: truth.subjects_of(memory, where, found.chain, note_id if hands else None))
             + "<h2>Timeline</h2>" + timeline(where, note_id, notes, found.events, found.related)
         )  # fmt: skip
         return page(where, h.title_of(found.chain), body)
@@ -428,6 +434,10 @@ def build_ui(
     async def act(request: Request) -> Response:
         form = await posted(request)
         action = field(form, "action")
+        if action in truth.ACTIONS:  # what holds: done at once, nothing to confirm (ui_truth.py says why)
+            actor = person(request)
+            landed = await store(lambda: truth.write(memory, form, lambda s: permit(request, s, True, action), actor))
+            return RedirectResponse(plain(request).base + landed, 303)
         if action == "remember":  # a new note: nothing to confirm (revoking it takes it back)
             scope = permit(request, field(form, "scope"), True, "remember")
             subject, text = str(form.get("subject", "")).strip(), field(form, "text")

@@ -147,8 +147,21 @@ def note_line(here: Here, n: NoteView, label: str, extra: str = "") -> str:
     return (
         f'<li class="note {e(label.lower())}"><span class="label">{e(label)}</span> '
         f'<span class="text">{e(n.text)}</span><div class="meta">{badges(n)} · recorded {when(n.recorded_at)} '
-        f'by {who(n.actor)} · <a href="{here.note_url(n.id)}">{e(n.id)}</a></div>{extra}</li>'
+        f'by {who(n.actor)}{checks(n)} · <a href="{here.note_url(n.id)}">{e(n.id)}</a></div>{extra}</li>'
     )
+
+
+def checks(n: NoteView) -> str:
+    """When a note was last checked and still held (by whom, how), and the scope's mark when that is longer
+    ago than its setting allows: a mark only, the note stays where it is."""
+    said = ""
+    if n.last_checked is not None:
+        c = n.last_checked
+        how = f": “{e(c.reason)}”" if c.reason else ""
+        said += f' · <span class="checked">checked {when(c.at)} by {who(c.actor)}{how}</span>'
+    if n.unchecked_since is not None:
+        said += f' · <span class="unchecked">unchecked since {when(n.unchecked_since)}</span>'
+    return said
 
 
 def history_line(here: Here, h: HistoryEntry, hands: bool = False) -> str:
@@ -207,22 +220,30 @@ def short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-# -- a person's hands: each form posts to /act, which asks to confirm before it writes -------------
+# -- a person's hands: each form posts to /act, which asks to confirm before it writes (all but Still true) --
 
 
-def _form(here: Here, action: str, note_id: str, label: str, inner: str = "", danger: bool = False) -> str:
+REASON = '<label>reason <input name="reason" required maxlength="2000" placeholder="why"></label>'
+HOW = '<label>how did you check (optional) <input name="reason" maxlength="2000" placeholder="read the config"></label>'
+
+
+def _form(
+    here: Here, action: str, note_id: str, label: str, inner: str = "", danger: bool = False, asked: str = REASON
+) -> str:
     return (
         f'<details class="hand{" danger" if danger else ""}"><summary>{e(label)}</summary>'
-        f"{_post(here, action, note_id, label, inner)}</details>"
+        f"{_post(here, action, note_id, label, inner, asked)}</details>"
     )
 
 
-def _post(here: Here, action: str, note_id: str, label: str, inner: str = "") -> str:
+def _post(here: Here, action: str, note_id: str, label: str, inner: str = "", asked: str = REASON) -> str:
+    """A hand's form: with the required `REASON`, its button leads to a confirmation (…); a write asked
+    otherwise (`HOW`: "Still true", which changes no note) is done at once."""
+    then = "…" if asked is REASON else ""
     return (
         f'<form method="post" action="{here.url("/act")}"><input type="hidden" name="csrf" value="{e(here.csrf)}">'
         f'<input type="hidden" name="action" value="{e(action)}"><input type="hidden" name="note_id" value="{e(note_id)}">'
-        f'{inner}<label>reason <input name="reason" required maxlength="2000" placeholder="why"></label> '
-        f"<button>{e(label)}…</button></form>"
+        f"{inner}{asked} <button>{e(label)}{then}</button></form>"
     )
 
 
@@ -255,6 +276,7 @@ def hands_for_head(here: Here, n: NoteView, search: LinkSearch | None = None) ->
     )
     return (
         '<div class="hands">'
+        + _form(here, "confirm", n.id, "Still true", asked=HOW)
         + _form(here, "correct", n.id, "Correct", correct)
         + _form(here, "revoke", n.id, "Revoke")
         + link_hand(here, n, search if search is not None and search.from_id == n.id else None)

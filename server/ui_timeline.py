@@ -76,6 +76,7 @@ def did(ev: EventView, notes: dict[str, NoteView], events: dict[str, EventView])
         EventKind.DEPENDS_ON: f"said {src} needs {dst}",
         EventKind.REFINES: f"said {src} refines {dst}",
         EventKind.DISTINCT: f"said {src} states another fact than {dst}",
+        EventKind.CONFIRMS: f"checked that {dst} still holds",
     }
     return verbs.get(ev.kind, f"{e(ev.kind.value)} {dst}")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from .chains import note_view
-from .checks import new_event, recorded_time
+from .checks import new_event, recorded_time, utc
 from .errors import InvalidArgument
 from .fold import Fold
 from .model import MAX_LINKS, MAX_SUBJECT, Event, EventKind, Note, NoteState, check_text
@@ -101,7 +101,7 @@ class Subjects(Part):
 
     def declaration(self, scope: str, subject: str, at: datetime | None = None) -> Event | None:
         """The declaration in force that `subject` holds one value in `scope`, if there is one."""
-        return declared(self.graphs.get(scope).all_events(), at).get(subject_key(subject))
+        return declared(self.graphs.get(scope).all_events(), utc(at)).get(subject_key(subject))
 
     def candidates(self, scope: str, subject: str) -> list[Note]:
         """The notes of `scope` whose subject is `subject`, however spelled, in any state."""
@@ -169,5 +169,5 @@ class Subjects(Part):
     def one_value_subjects(self, scope: str = "default", at: datetime | None = None) -> list[Event]:
         """The declarations in force in `scope`, by subject."""
         scope = check_scope(scope)
-        found = declared(self.graphs.get(scope).all_events(), at)
+        found = declared(self.graphs.get(scope).all_events(), utc(at))
         return sorted(found.values(), key=lambda e: subject_key(subject_of(e)))

@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 import pytest
 from corrigenda.server import render
 from corrigenda.server.mcp_app import CHAINS_URI
+from corrigenda.store import Draft, Memory, SentenceTransformerEmbedder
 from corrigenda.store.views import RecallResult
 from mcp import Client
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from .conftest import call
 from .test_tools import TOOLS
-from .test_ui import CHROMIUM, CHROMIUM_ARGS
+from .test_ui import BEFORE, CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +60,8 @@ window.addEventListener("message", (event) => {
   window.seen.push(m);
   if (m.method === "ui/initialize") {
     send({ id: m.id, result: {
-      protocolVersion: "2026-01-26", hostInfo: { name: "test-host", version: "1" }, hostCapabilities: {},
+      protocolVersion: "2026-01-26", hostInfo: { name: "test-host", version: "1" },
+      hostCapabilities: call.capabilities,
       hostContext: { toolInfo: { tool: call.tool }, theme: "light", displayMode: "inline",
                      containerDimensions: { width: 640, maxHeight: 4000 } } } });
   } else if (m.method === "ui/notifications/initialized") {
@@ -66,6 +69,9 @@ window.addEventListener("message", (event) => {
     send({ method: "ui/notifications/tool-result", params: call.result });
   } else if (m.method === "ui/notifications/size-changed") {
     frame.style.height = m.params.height + "px";
+  } else if (m.method === "tools/call" && call.capabilities.serverTools) {  // to the server, over MCP
+    window.callTool(m.params.name, m.params.arguments).then((result) => send({ id: m.id, result }),
+      (error) => send({ id: m.id, error: { code: -32603, message: String(error) } }));
   } else if (m.id !== undefined && m.method !== undefined) {
     send({ id: m.id, error: { code: -32601, message: "not offered by this host" } });
   }
@@ -93,6 +99,8 @@ async def test_the_app_reads_back_as_html_for_the_extension_that_loads_nothing(c
     assert content.uri == CHAINS_URI and content.mime_type == "text/html;profile=mcp-app"
     html: str = content.text  # type: ignore[union-attr]
     assert html.startswith("<!DOCTYPE html>") and "ui/initialize" in html
+    # Its only calls to the server are the person's answers, through the host, when the host offers them.
+    assert re.findall(r'act\("(\w+)"', html) == ["link", "confirm"] and "hostCapabilities.serverTools" in html
     # No script, style sheet or frame from anywhere, and no CSP domain asked for: the host's default
     # policy, which allows no network, is the one it runs under.
     assert "src=" not in html and "<link" not in html and "innerHTML" not in html
@@ -110,11 +118,17 @@ async def test_recall_chains_text_is_still_the_text_rendering(client: Client) ->
 
 
 async def show_in_a_host(
-    client: Client, tool: str, arguments: dict[str, Any], checks: Any, picture: str | None = None
+    client: Client,
+    tool: str,
+    arguments: dict[str, Any],
+    checks: Any,
+    picture: str | None = None,
+    calls_tools: bool = False,
 ) -> list[dict[str, Any]]:
     """Call `tool` over MCP, show its result in the app inside the host page in Chromium, run `checks`
     on the app's frame (then take a `picture` of the page, if asked); return what the app sent the
-    host. Fails on any console error (a CSP refusal or a script error)."""
+    host. A host that `calls_tools` says so (`serverTools`) and passes the app's `tools/call` on to the
+    server through `client`. Fails on any console error (a CSP refusal or a script error)."""
     from playwright.async_api import Route, async_playwright
 
     result = await client.call_tool(tool, arguments)
@@ -125,6 +139,7 @@ async def show_in_a_host(
         "tool": definition.model_dump(mode="json", by_alias=True, exclude_none=True),
         "arguments": arguments,
         "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "capabilities": {"serverTools": {}} if calls_tools else {},
     }
     host_page = HOST_PAGE.replace("SANDBOX", SANDBOX).replace(
         "<script>", f'<script data-call="{escape(json.dumps(handed))}">', 1
@@ -149,6 +164,13 @@ async def show_in_a_host(
             context = await browser.new_context()
             await context.route("**/*", serve)
             page = await context.new_page()
+
+            async def call_tool(name: str, given: dict[str, Any]) -> dict[str, Any]:
+                answer = await client.call_tool(name, given)
+                return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+            if calls_tools:
+                await page.expose_function("callTool", call_tool)
             errors: list[str] = []
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
@@ -260,3 +282,155 @@ async def test_a_host_shows_a_history_result_with_markup_in_notes_as_plain_text(
         await expect(view.locator("img, svg, b")).to_have_count(0)  # nothing in the notes became markup
 
     await show_in_a_host(client, "history", {"note_id": old["id"]}, checks)
+
+
+OFFICE = "When does the office open?"
+
+
+async def office_hours(client: Client) -> tuple[str, str]:
+    """Two notes of one subject, the newer stating another value, nothing linking them: recall marks the
+    older POSSIBLY OUTDATED. Their ids, older first."""
+    old = await call(
+        client, "remember", text="The office opens at 8:00 on weekdays.", subject="office.hours", scope="ops"
+    )
+    new = await call(
+        client, "remember", text="The office opens at 9:00 on weekdays.", subject="office.hours", scope="ops"
+    )
+    return old["note"]["id"], new["note"]["id"]
+
+
+async def test_a_recall_with_a_possibly_outdated_mark_says_in_one_line_where_the_person_answers(
+    client: Client,
+) -> None:
+    await office_hours(client)
+    marked = (await client.call_tool("recall_chains", {"query": OFFICE, "scope": "ops"})).content[0].text  # type: ignore[union-attr]
+    assert "POSSIBLY OUTDATED" in marked
+    assert marked.splitlines().count(render.WHERE_TO_ANSWER) == 1  # once, however many chains are marked
+    assert "corrigenda ui" in render.WHERE_TO_ANSWER and "MCP Apps" in render.WHERE_TO_ANSWER
+    plain = await client.call_tool("recall_chains", {"query": "weekend opening", "scope": "elsewhere"})
+    assert render.WHERE_TO_ANSWER not in plain.content[0].text  # type: ignore[union-attr]
+
+
+def tool_calls(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m["params"] for m in seen if m.get("method") == "tools/call"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(
+    ("answer", "kind"), [("The newer note replaces it", "supersedes"), ("They are different facts", "distinct")]
+)
+async def test_a_person_settles_a_possibly_outdated_mark_with_its_buttons_through_the_host(
+    client: Client, answer: str, kind: str
+) -> None:
+    old, new = await office_hours(client)
+
+    async def checks(view: Any) -> None:
+        from playwright.async_api import expect
+
+        mark = view.locator(".suspect")
+        await expect(mark).to_have_count(1)
+        await expect(mark).to_contain_text(
+            "POSSIBLY OUTDATED by the newer note “The office opens at 9:00 on weekdays.”"
+        )
+        await expect(view.locator(f"section.chain:has(.suspect) li.now[data-note='{old}']")).to_have_count(1)
+        await mark.locator("input.reason").fill("the sign on the door says 9:00")
+        await mark.locator("button", has_text=answer).click()
+        await expect(view.locator(".notice")).to_contain_text("Recorded:")
+        await expect(view.locator(".suspect")).to_have_count(0)  # settled: the mark is gone
+        if kind == "supersedes":  # one chain now: the newer note current, the older its history
+            await expect(view.locator("section.chain")).to_have_count(1)
+            await expect(view.locator("li.now .text")).to_have_text("The office opens at 9:00 on weekdays.")
+            await expect(view.locator("li.history .text")).to_have_text("The office opens at 8:00 on weekdays.")
+            await expect(view.locator("li.history .why")).to_contain_text("because “the sign on the door says 9:00”")
+        else:  # both current, in their places
+            await expect(view.locator("li.now")).to_have_count(2)
+            await expect(view.locator("li.history")).to_have_count(0)
+
+    seen = await show_in_a_host(client, "recall_chains", {"query": OFFICE, "scope": "ops"}, checks, calls_tools=True)
+    reason = "the sign on the door says 9:00"
+    link = {"src_id": new, "dst_id": old, "kind": kind, "reason": reason}
+    assert tool_calls(seen) == [{"name": "link", "arguments": link}]  # one call, newer → older
+    [event] = (await call(client, "history", note_id=old))["events"]
+    assert (event["kind"], event["src"], event["reason"]) == (kind, new, reason)
+    state = (await call(client, "history", note_id=old))["note"]["state"]
+    assert state == ("superseded" if kind == "supersedes" else "active")
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("host", ["no tool calls", "a view of the past"])
+async def test_where_the_app_cannot_answer_it_shows_the_mark_and_where_to_answer_with_no_button(
+    client: Client, host: str
+) -> None:
+    """A host that does not proxy tool calls (or a recall as of a past time) gets the mark, and where the
+    person answers it, and no button that would fail or change the past."""
+    old, _ = await office_hours(client)
+    arguments: dict[str, Any] = {"query": OFFICE, "scope": "ops"}
+    if host == "a view of the past":
+        arguments["as_of"] = datetime.now(UTC).isoformat()
+
+    async def checks(view: Any) -> None:
+        from playwright.async_api import expect
+
+        await expect(view.locator(".suspect")).to_contain_text("POSSIBLY OUTDATED")
+        await expect(view.locator(".suspect")).to_contain_text("Answer it in the web view (corrigenda ui)")
+        await expect(view.locator("li.now")).to_have_count(2)
+        await expect(view.locator("button, input")).to_have_count(0)
+
+    seen = await show_in_a_host(client, "recall_chains", arguments, checks, calls_tools=host != "no tool calls")
+    assert tool_calls(seen) == [] and (await call(client, "history", note_id=old))["events"] == []
+
+
+@pytest.mark.browser
+async def test_still_true_in_the_app_confirms_a_note_marked_unchecked_and_the_mark_goes(
+    client: Client, db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    beside = Memory(db, embedder)  # what the agent cannot do over MCP: a back-dated note, the scope's setting
+    note = beside.remember(Draft(text="The payments service listens on port 9090", at=BEFORE), scope="ops").note
+    beside.check_every(7, scope="ops", reason="ports move", actor="person:Ada")
+
+    async def checks(view: Any) -> None:
+        from playwright.async_api import expect
+
+        now = view.locator("li.now")
+        await expect(now.locator(".unchecked")).to_have_text("UNCHECKED since 2026-11-02 09:00 UTC")
+        await expect(now.locator(".checked")).to_have_count(0)
+        await now.locator("button", has_text="Still true").click()
+        await now.locator("input.reason").fill("curl payments:9090 answered")
+        await now.locator("button", has_text="Confirm").click()
+        await expect(view.locator(".notice")).to_have_text(
+            "Confirmed: the note still holds. It now shows when it was checked."
+        )
+        await expect(now.locator(".unchecked")).to_have_count(0)  # checked now: the mark is gone
+        await expect(now.locator(".checked")).to_contain_text(": “curl payments:9090 answered”")
+        await expect(view.locator("table.events tbody tr")).to_have_count(1)  # the confirmation, listed
+
+    seen = await show_in_a_host(client, "history", {"note_id": note.id}, checks, calls_tools=True)
+    assert tool_calls(seen) == [
+        {"name": "confirm", "arguments": {"note_id": note.id, "reason": "curl payments:9090 answered"}}
+    ]
+    check = (await call(client, "history", note_id=note.id))["note"]["last_checked"]
+    assert check["reason"] == "curl payments:9090 answered" and check["actor"]
+
+
+@pytest.mark.browser
+async def test_still_true_on_a_note_replaced_since_the_view_was_drawn_shows_the_stores_refusal(
+    client: Client,
+) -> None:
+    note = (await call(client, "remember", text="The nightly backup runs at 02:00", scope="ops"))["note"]
+
+    async def checks(view: Any) -> None:
+        from playwright.async_api import expect
+
+        now = view.locator("li.now")
+        await expect(now).to_have_count(1)
+        await call(client, "correct", note_id=note["id"], text="The nightly backup runs at 03:00", reason="moved")
+        await now.locator("button", has_text="Still true").click()
+        await now.locator("button", has_text="Confirm").click()
+        refused = view.locator(".notice.error")
+        await expect(refused).to_contain_text(f"{note['id']} is not current (superseded by")
+        await expect(view.locator("li.now .text")).to_have_text("The nightly backup runs at 02:00")  # as drawn
+
+    seen = await show_in_a_host(client, "history", {"note_id": note["id"]}, checks, calls_tools=True)
+    said = "checked by the person in the chain view"  # none typed: the client is the actor, this says who clicked
+    assert tool_calls(seen) == [{"name": "confirm", "arguments": {"note_id": note["id"], "reason": said}}]
+    assert (await call(client, "history", note_id=note["id"]))["note"]["last_checked"] is None

@@ -64,7 +64,9 @@ def test_it_opens_on_the_projects_scope_else_on_the_most_recently_changed_one(me
         assert landing.status_code == 200
         assert "<h1>Scope newer</h1>" in landing.text and "Deploys go through Argo CD" in landing.text
         assert "This project's scope <b>mine#3f2a9c</b> holds nothing yet" in landing.text  # said first
-        assert "Nothing corrected, revoked, reinstated or forgotten in the last 7 days" in landing.text  # not "none"
+        assert (
+            "Nothing corrected, revoked, reinstated, forgotten or confirmed in the last 7 days" in landing.text
+        )  # not "none"
         named = client.get("/?scope=nothing-here")  # another scope than the project's: mistyped, most likely
         assert named.status_code == 200 and "Nothing was ever stored in scope <b>nothing-here</b>" in named.text
         assert 'href="/?scope=newer">newer</a> (1 note)' in named.text and 'name="text"' not in named.text

@@ -121,7 +121,7 @@ def in_cli_words(text: str) -> str:
 
 def _store_path(settings: Settings) -> str | None:
     """The directory of a store on this machine's disk; None for a bucket (or LanceDB's memory://)."""
-    return settings.db if Location(settings.db).is_local else None
+    return Location.of(settings.db).directory
 
 
 def _refuse_lost_commits(command: str, settings: Settings) -> int | None:
@@ -202,7 +202,7 @@ def _run(argv: Sequence[str] | None, memory_of: Callable[[Settings], Memory] | N
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
     try:
-        Location(settings.db).check()
+        Location.of(settings.db).check()
     except InvalidArgument as exc:
         return _fail(f"--{exc}")
     path = _store_path(settings)

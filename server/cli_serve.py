@@ -19,7 +19,7 @@ def install_entry(args: argparse.Namespace) -> int:
 
     given = {"CORRIGENDA_DB": args.db, "CORRIGENDA_SCOPE": args.scope, "CORRIGENDA_MODEL": args.model}
     env = {name: value for name, value in given.items() if value}
-    if args.db and Location(args.db).is_local:
+    if args.db and Location.of(args.db).directory is not None:
         env["CORRIGENDA_DB"] = os.path.abspath(os.path.expanduser(args.db))  # a client starts elsewhere
     project = os.path.abspath(os.path.expanduser(args.project)) if args.project else None
     try:
@@ -73,7 +73,8 @@ def serve(args: argparse.Namespace, settings: Settings, missing: str | None) -> 
     try:
         if settings.transport == "http":
             try:
-                if Location(settings.db).is_remote:  # a bucket that cannot be opened stops it before it listens
+                # a bucket that cannot be opened stops it before it listens
+                if Location.of(settings.db).directory is None:
                     Tables(settings.db, settings.storage_options).count()
                 routes = []
                 if settings.ui:

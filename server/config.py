@@ -295,7 +295,8 @@ def missing_store(settings: Settings) -> str | None:
     """None if the store's directory is there (or the store is a bucket, which says what is wrong
     itself); else the sentence that says there is none, where, and whence that path. A read never makes
     a store: a mistyped path would otherwise answer as an empty memory."""
-    if not Location(settings.db).is_local or os.path.isdir(settings.db):
+    directory = Location.of(settings.db).directory
+    if directory is None or os.path.isdir(directory):
         return None
     origin = db_origin(settings)
     whence = "the default: the per-user data directory" if origin == DB_DEFAULT else f"from {origin}"

@@ -297,7 +297,7 @@ def test_without_credentials_to_sign_with_the_check_is_skipped_with_a_warning(
     ],
 )
 def test_only_an_s3_store_is_checked(uri: str, checked: bool) -> None:
-    assert Location(uri).may_ignore_conditional_writes is checked
+    assert Location.of(uri).may_ignore_conditional_writes is checked
     if not checked:  # no request at all: there is nothing to answer it
         conditional_writes.check(
             uri, {"aws_access_key_id": "k", "aws_secret_access_key": "s", "aws_endpoint": "http://127.0.0.1:1"}

@@ -29,6 +29,7 @@ from corrigenda.store.recall import RetrievalSettings
 from corrigenda.store.storage import limits
 from corrigenda.store.storage import schema as layout
 from corrigenda.store.storage.limits import COMPACT_AT_FRAGMENTS
+from corrigenda.store.storage.location import Bucket
 from corrigenda.store.tables import Tables
 from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
@@ -465,11 +466,12 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     )
 
     def on_a_bucket() -> list[tables.Hit]:
-        monkeypatch.setattr(memory.tables, "remote", True)
+        on_disk = memory.tables.location
+        monkeypatch.setattr(memory.tables, "location", Bucket(memory.tables.uri))  # what a bucket would do
         try:
             return memory.tables.vector_search(vector, "big", None, 20)
         finally:
-            monkeypatch.setattr(memory.tables, "remote", False)
+            monkeypatch.setattr(memory.tables, "location", on_disk)
 
     remote = on_a_bucket()
     assert all(h.vector is None for h in remote) and len({h.id for h in remote} & exact_similarity.keys()) >= 19

@@ -54,7 +54,7 @@ class Compaction(Handles):
         leftovers). On an object store, where each pass of Lance's cleanup reads every manifest there
         is (a request each), one pass: the versions beyond the newest KEEP_VERSIONS_REMOTE, whatever
         their age (all but the latest when `keep_versions_for` is zero: an erasure)."""
-        if self.remote and keep_versions_for > timedelta(0):
+        if self.location.cleans_in_one_pass and keep_versions_for > timedelta(0):
             dataset.cleanup_old_versions(
                 retain_versions=limits.KEEP_VERSIONS_REMOTE, error_if_tagged_old_versions=False
             )
@@ -62,7 +62,7 @@ class Compaction(Handles):
         dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
         if keep_versions_for > timedelta(0):  # else only the latest is left (an erasure): nothing more to list
             dataset.cleanup_old_versions(retain_versions=limits.KEEP_VERSIONS, error_if_tagged_old_versions=False)
-        if self.remote:
+        if not self.location.collects_orphans:
             return
         tracked = set(dataset.tracked_files().read_all()["path"].to_pylist())
         present = dataset.all_files().read_all().to_pylist()

@@ -105,7 +105,7 @@ def check(uri: str, storage_options: Mapping[str, str] | None = None, timeout: f
     docstring). Raise ConditionalWritesIgnored if it does not; StoreUnreachable if it refuses the
     request (no bucket, wrong credentials) or cannot be reached; StoreFailing if it answers with an
     error of its own (5xx) or not at all within `timeout` seconds."""
-    if not Location(uri).may_ignore_conditional_writes:
+    if not Location.of(uri).may_ignore_conditional_writes:
         return
     bucket = _Bucket.of(uri, storage_options, os.environ)
     if bucket is None:

@@ -40,7 +40,7 @@ class Erasure(Compaction):
         self._compact_lock = threading.Lock()  # one pass of upkeep or erasure at a time in this process
         # On object storage an erasure pass takes 1-5 s (docs/object-storage.md, "Measured"): `forget` answers once
         # its tombstone is committed, and a thread of this process erases (erase_soon).
-        self.erase_later = self.remote
+        self.erase_later = self.location.erases_later  # a test sets it on a directory
         self._eraser: threading.Thread | None = None
         self._eraser_lock = threading.Lock()
         self._erase_again = False

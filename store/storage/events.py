@@ -74,7 +74,7 @@ class EventReads(Handles):
     def catch_up_from(self) -> int:
         """The fewest events a scope's graph holds for `events_since` to cost less than reading the
         scope again: any on disk; CATCH_UP_FROM_REMOTE on an object store, where each version is requests."""
-        return limits.CATCH_UP_FROM_REMOTE if self.remote else 0
+        return self.location.catch_up_from
 
     def tombstone(self, note_id: str) -> Event | None:
         """The `forgets` event of a note, if it was forgotten."""

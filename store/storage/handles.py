@@ -33,7 +33,7 @@ from . import limits
 from .indexes import Indexes, indexed_columns, wanted_indexes
 from .lease import Lease, exclusive
 from .location import Location
-from .retry import _committed, _creating, _missing_file, _reading, _store_problem, _unreachable
+from .retry import _committed, _creating, _missing_file, _reading, _store_problem
 from .schema import _ERASURE_SCHEMA, ERASURES, EVENT_SCHEMA, EVENTS, MODEL_KEY, NOTES, note_schema
 
 if TYPE_CHECKING:
@@ -55,16 +55,14 @@ class Handles(Indexes):
         super().__init__()
         self.uri = uri
         self._storage_options = storage_options
-        self._location = Location(uri)
-        self._location.check()
+        self.location = Location.of(uri)  # what differs between a directory and a bucket, asked there
+        self.location.check()
         self._db: DBConnection | None = None
         self._notes: Table | None = None
         self._events: Table | None = None
         self._erasures: Table | None = None
         self._open_lock = threading.Lock()
-        # On object storage: reads, writes and upkeep take a bucket's paths (a test sets it on a directory).
-        remote = self.remote = self._location.is_remote
-        self._lease = Lease(self.open_or_create) if remote else None
+        self._lease = Lease(self.open_or_create) if self.location.uses_lease else None
         self._model: tuple[str, int] | None = None  # stored_model(), once the notes table exists
         self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (view)
         self._views_lock = threading.Lock()
@@ -77,8 +75,8 @@ class Handles(Indexes):
             if self._db is None:
                 import lancedb
 
-                if self._location.is_local:
-                    os.makedirs(self.uri, exist_ok=True)
+                if self.location.directory is not None:
+                    os.makedirs(self.location.directory, exist_ok=True)
                 try:
                     # No check of its own before each read: refresh() does it once per operation.
                     db = lancedb.connect(
@@ -86,7 +84,7 @@ class Handles(Indexes):
                     )
                     db.list_tables()  # a bucket is first reached here: say what is wrong, in one line
                 except Exception as exc:
-                    if self._location.is_local:
+                    if self.location.directory is not None:  # a disk's errors are its own
                         raise
                     raise StoreUnreachable(self.uri, _store_problem(exc)) from exc
                 self._db = db
@@ -94,7 +92,7 @@ class Handles(Indexes):
 
     def outage(self, exc: Exception) -> StoreUnavailable | None:
         """The error to give for `exc` if it means an object store stopped answering, else None."""
-        if self._location.is_local or not _unreachable(exc):
+        if not self.location.unreachable(exc):
             return None
         return StoreUnavailable(self.uri, _store_problem(exc))
 
@@ -102,7 +100,7 @@ class Handles(Indexes):
         """See every write made so far, by any process: the start of each operation (module docstring).
         On a bucket the tables are caught up at once, each a listing and, if it moved, a manifest read."""
         tables = [t for t in (self._notes, self._events) if t is not None]
-        if self.remote and len(tables) == 2:
+        if self.location.refreshes_tables_at_once and len(tables) == 2:
             beside = _REFRESHES.submit(self._read, partial(self._catch_up, tables[1]))
             self._read(partial(self._catch_up, tables[0]))
             beside.result()

@@ -205,7 +205,7 @@ class Search(Handles):
         """Whether reads by id bring the rows' vectors along (for recall's exact similarities and its
         near-duplicate pass): in a directory that costs about nothing; on an object store it is about a
         request a row, so there they are read apart, for the heads alone (`vectors`)."""
-        return not self.remote
+        return self.location.reads_vectors_along
 
     @property
     def _vector_column(self) -> list[str]:
@@ -228,7 +228,7 @@ class Search(Handles):
     def _alone(self, table: Table, scope: str) -> bool:
         """Whether `scope` held every note of the table when last counted: no other scope has notes. Not
         asked on an object store, where counting costs requests and a filter none."""
-        if self.remote:
+        if not self.location.counts_scopes:
             return False
         ours, all_notes = self._count(table, scope)
         return ours == all_notes

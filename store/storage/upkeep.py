@@ -49,9 +49,8 @@ class Upkeep(Erasure):
         self._writes_since_check = 0
         self._checkers: list[threading.Thread] = []  # threads looking whether upkeep is due, then doing it
         self._checkers_lock = threading.Lock()
-        remote = self.remote
-        self._compact_at = limits.COMPACT_AT_FRAGMENTS_REMOTE if remote else limits.COMPACT_AT_FRAGMENTS
-        self._check_every = limits.UPKEEP_CHECK_EVERY_REMOTE if remote else limits.UPKEEP_CHECK_EVERY
+        self._compact_at = self.location.compact_at
+        self._check_every = self.location.upkeep_check_every
         _STORES.add(self)
 
     def after_write(self) -> None:

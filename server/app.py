@@ -275,7 +275,7 @@ def build_server(
         "corrigenda", title="corrigenda", description=DESCRIPTION, icons=icons,
         instructions=INSTRUCTIONS.replace("{scope_line}", scope_line), version=package_version(),
         lifespan=lifespan, log_level=settings.log_level, extensions=[mcp_app.extension()], middleware=[SessionHooks()],
-        **http.auth(settings, grants),
+        **http.auth(settings, grants), **http.request_state(settings),
     )  # fmt: skip
 
     async def on_set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:

@@ -58,6 +58,11 @@ def serve(args: argparse.Namespace, settings: Settings, missing: str | None) -> 
                      "endpoint; --ui-port is for the web view of a stdio server")  # fmt: skip
     notices = [f"{missing} yet; an agent's first write makes it (until then a read says there is none)"]
     notices = notices if missing else []
+    if settings.transport == "http" and settings.ask_on_update and settings.session_secret is None:
+        notices.append(
+            "CORRIGENDA_ASK_ON_UPDATE: a client's answer to a question is good on this server alone; behind a load "
+            "balancer, give every server the same CORRIGENDA_SESSION_SECRET (32+ characters)"
+        )
     # One Memory for the process: the MCP server's lifespan takes this one, and the web view reads it.
     memory = build_memory(settings)
     try:

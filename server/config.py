@@ -126,9 +126,10 @@ class Settings(BaseSettings):
     # From the environment only, like the token.
     session_secret: SecretStr | None = Field(
         None,
-        description="Key of the web view's session cookies, the same on every server of a fleet behind one "
-        "load balancer, so that a session opened on one is good on all and across restarts; unset, each "
-        "process draws its own at start and its sessions end with it (ui_gate.py).",
+        description="Key of the web view's session cookies and of the state a 2026-07-28 client carries between "
+        "the rounds of a question (CORRIGENDA_ASK_ON_UPDATE), the same on every server of a fleet behind one "
+        "load balancer, so that what one server opened is good on all and across restarts; unset, each "
+        "process draws its own at start and what it opened ends with it (ui_gate.py, http.request_state).",
     )
     grants: str | None = Field(
         None,

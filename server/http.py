@@ -6,6 +6,9 @@ from the environment only), and when a token is set it is required on every requ
 included. Host and Origin are always checked against an allow-list (the SDK's DNS-rebinding
 protection): without that, a web page the user visits could reach a loopback server through a
 name that resolves to 127.0.0.1.
+
+Every request is answered on its own (STATELESS), whatever the client's protocol version, so that any
+server of a fleet on one store answers any request and a load balancer needs no stickiness.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from typing import Any
 from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateSecurity
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .config import MIN_TOKEN_LENGTH, Settings, is_loopback
 from .connections import bounded_server
@@ -30,6 +36,18 @@ from .oauth import Issuer
 
 PATH = "/mcp"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+# No Mcp-Session-Id, for any client. A client of 2026-07-28 sends its version, capabilities and name with
+# every request, and the SDK serves it without a session whatever this says; this makes the same true of
+# a client of 2025-11-25 or before, whose spec makes the session optional: its `initialize` is answered
+# and forgotten, and each later request stands alone, so a round-robin balancer may send it anywhere. With
+# sessions, each server knew only those it had opened and answered the others 404 "Session not found".
+# What no request alone can carry is lost to those older clients over HTTP (stdio keeps it): a question in
+# the middle of a call (elicitation/create: CORRIGENDA_ASK_ON_UPDATE) and roots/list, both of which want
+# the reply on the server that asked, and the client's name in what its writes record ("ada via unnamed
+# client", not "ada via claude-code"). A client of 2026-07-28 is asked statelessly, in an input-required
+# result (request_state below).
+STATELESS = True
 
 
 class RefusedToListen(Exception):
@@ -56,6 +74,18 @@ def auth(settings: Settings, grants: Grants | None) -> dict[str, Any]:
     resource = str(oauth.resource_server_url)  # as the metadata publishes it: the audience a token must name
     issuer = Issuer(str(settings.oauth_issuer), resource, settings.oauth_jwks)
     return {"token_verifier": GrantedTokens(grants, issuer), "auth": oauth}
+
+
+def request_state(settings: Settings) -> dict[str, Any]:
+    """MCPServer's `request_state_security`: the key that seals what a client of 2026-07-28 carries between
+    the rounds of a call (the question a `remember` asks the person, CORRIGENDA_ASK_ON_UPDATE), which the
+    client's retry may bring to another server of the fleet. With CORRIGENDA_SESSION_SECRET, the same on
+    every server, any of them opens it (the SDK derives its own key from the secret, apart from the web
+    view's); without it, each process seals under a key of its own, and a retry that reaches another
+    server is refused as "Invalid or expired requestState"."""
+    if settings.session_secret is None:
+        return {}
+    return {"request_state_security": RequestStateSecurity(keys=[settings.session_secret.get_secret_value()])}
 
 
 def resource_server(settings: Settings) -> AuthSettings | None:
@@ -158,13 +188,32 @@ def mcp_app(server: MCPServer[Any], settings: Settings, routes: Sequence[BaseRou
     every scope the issuer supports (`openid`, `offline_access`, …), which a client credentials grant
     is refused. The grants file is read again for them: build_server has checked it."""
     app = server.streamable_http_app(
-        streamable_http_path=PATH, transport_security=transport_security(settings), host=settings.host
-    )
+        streamable_http_path=PATH, stateless_http=STATELESS, transport_security=transport_security(settings),
+        host=settings.host,
+    )  # fmt: skip
     oauth = resource_server(settings)
     if oauth is not None and oauth.resource_server_url is not None:
         scopes = sorted(v for k, v in load_grants(settings.grants, oauth=True).by_claim if k == "oauth_scope")
         (metadata,) = create_protected_resource_routes(oauth.resource_server_url, [oauth.issuer_url], scopes)
         # In the SDK's route's place: it lists AuthSettings.required_scopes, which it requires of every token.
         app.router.routes[:] = [metadata if getattr(r, "path", None) == metadata.path else r for r in app.router.routes]
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.path == PATH:
+            route.app = PostOnly(route.app)
     app.router.routes.extend(routes)
     return app
+
+
+class PostOnly:
+    """The MCP endpoint answers a GET 405, as the spec allows a server that offers no stream of its own
+    messages. With no session, nothing could ever be sent on one: the SDK would hold it open, idle, on
+    whichever server the balancer chose, until a timeout cut it and the client opened another."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if STATELESS and scope["type"] == "http" and scope["method"] == "GET":
+            await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

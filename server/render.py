@@ -87,6 +87,11 @@ def chain(c: Chain, position: int | None = None) -> list[str]:
     return lines
 
 
+# A remember whose likely updates the server is set to ask the person about, through a client that cannot ask.
+NOT_ASKED = (
+    "The person was not asked (this client cannot ask in the middle of a call): make the call above once they "
+    "say, or they can answer in the web view (`corrigenda ui`)."
+)
 # For a client that cannot ask the person (no elicitation: claude.ai), where the person answers a mark.
 WHERE_TO_ANSWER = (
     "The person can settle a POSSIBLY OUTDATED mark with the buttons under it in this result's chain view (in a "

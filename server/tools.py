@@ -269,7 +269,10 @@ async def remember(
                    depends_on=depends_on, reason=reason, actor=actor_of(ctx), one_value=one_value))  # fmt: skip
     if question is not None and r.changed:
         r = await record_answer(ctx, r, question, person_answer(answer))
-    return tool_result(r, render.remembered(r))
+    text = render.remembered(r)
+    if question is None and r.likely_updates and app_of(ctx).settings.ask_on_update:
+        text += "\n" + render.NOT_ASKED  # this client cannot be asked mid-call (no elicitation, or HTTP 2025-11-25)
+    return tool_result(r, text)
 
 
 async def record_answer(ctx: Context, r: Remembered, question: Question, answer: str) -> Remembered:

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from corrigenda.server import render
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 from corrigenda.server.connections import Admission
@@ -175,6 +176,9 @@ async def test_a_client_that_cannot_elicit_is_not_asked_and_gets_the_proposals(
         assert new["confirmed"] is None
         assert [u["note"]["id"] for u in new["likely_updates"]] == [old["id"]]
         assert (await call(client, "history", note_id=old["id"]))["events"] == []
+        again = await client.call_tool("remember", {"text": NEW.replace("9090", "9091"), "subject": "service.port",
+                                                    "scope": SCOPE})  # fmt: skip
+        assert render.NOT_ASKED in again.content[0].text  # type: ignore[union-attr]  # where the person can answer
 
 
 @pytest.mark.parametrize("mode", PATHS)
@@ -219,7 +223,7 @@ async def test_2026_07_28_the_call_returns_the_question_and_stores_nothing_until
 ADA = "ada-token-for-tests-0123456789abcdef"
 
 
-@pytest.mark.parametrize("mode", PATHS)
+@pytest.mark.parametrize("mode", ["2026-07-28"])  # over HTTP a 2025-11-25 client is not asked (http.STATELESS)
 async def test_over_http_a_credentials_answer_is_recorded_as_the_credential_not_the_servers_person(
     db: str, memory: Memory, embedder: SentenceTransformerEmbedder, tmp_path: Path, mode: str
 ) -> None:
@@ -243,8 +247,8 @@ async def test_over_http_a_credentials_answer_is_recorded_as_the_credential_not_
 async def test_a_person_may_take_longer_to_answer_than_a_request_may_take_to_arrive(
     db: str, memory: Memory, embedder: SentenceTransformerEmbedder, tmp_path: Path
 ) -> None:
-    """The deadline of a connection (connections.py) is for its request to arrive whole: the answer,
-    here a call held open while the person thinks, takes as long as it needs."""
+    """The deadline of a connection (connections.py) is for its request to arrive whole: the person's
+    answer, here given between the call's two rounds (2026-07-28), takes as long as it needs."""
     admission = Admission(max_connections=8, request_timeout_s=0.5)
     settings = Settings(db=db, transport="http", token=ADA, ask_on_update=True, port=_free_port())
     person = Person(accept("replaces"), db, embedder)
@@ -254,7 +258,7 @@ async def test_a_person_may_take_longer_to_answer_than_a_request_may_take_to_arr
         return await person(context, params)
 
     with serving(settings, memory, admission=admission) as url:
-        async with authorized(url, ADA, mode="legacy", elicitation=slowly) as client:
+        async with authorized(url, ADA, mode="2026-07-28", elicitation=slowly) as client:
             old, new = await old_then_new(client)
     assert new["confirmed"]["event"]["dst"] == old["id"]
 

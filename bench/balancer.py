@@ -81,6 +81,19 @@ def free_port() -> int:
 
 
 @contextmanager
+def seaweed_store(bucket: str = "corrigenda-balancer") -> Iterator[tuple[str, dict[str, str]]]:
+    """A bucket on a SeaweedFS cluster on loopback (bench/seaweed.py: a master, three volume servers with
+    two copies, a filer, the S3 gateway): the store's URI, and the variables a server needs to reach it."""
+    from seaweed import SeaweedCluster
+
+    with SeaweedCluster([bucket]) as cluster:
+        yield f"s3://{bucket}/team", cluster.env
+
+
+STORES = ("seaweedfs", "moto")
+
+
+@contextmanager
 def moto_store(bucket: str = "corrigenda-balancer") -> Iterator[tuple[str, dict[str, str]]]:
     """A bucket on moto's S3 server on a free loopback port, that takes only its own key and makes each
     conditional write atomic: the store's URI, and the variables a server needs to reach it."""
@@ -316,15 +329,17 @@ async def run(running: Fleet, version: str, calls: int, token: str = TOKEN, scop
 
 
 def table(payload: dict[str, Any]) -> str:
-    names = sorted({name for run in payload["versions"].values() for name in run["per_server"]})
+    stores = payload.get("stores") or {"moto": {"versions": payload["versions"]}}  # a file of before it
+    names = sorted({n for on in stores.values() for run in on["versions"].values() for n in run["per_server"]})
     rows = []
-    for version, run in payload["versions"].items():
-        lat = run["latency_ms"]
-        rows.append([
-            version, run["calls"], *(run["per_server"].get(n, 0) for n in names), run["errors"],
-            run["session_ids_seen"], *(f"{lat[t]['p50']:.0f} / {lat[t]['p99']:.0f}" for t in TIMED),
-        ])  # fmt: skip
-    header = ["protocol", "calls", *names, "errors", "session ids", *(f"{t} p50 / p99 ms" for t in TIMED)]
+    for store, on in stores.items():
+        for version, run in on["versions"].items():
+            lat = run["latency_ms"]
+            rows.append([
+                store, version, run["calls"], *(run["per_server"].get(n, 0) for n in names), run["errors"],
+                run["session_ids_seen"], *(f"{lat[t]['p50']:.0f} / {lat[t]['p99']:.0f}" for t in TIMED),
+            ])  # fmt: skip
+    header = ["store", "protocol", "calls", *names, "errors", "session ids", *(f"{t} p50 / p99 ms" for t in TIMED)]
     return harness.markdown_table(header, rows)
 
 
@@ -335,25 +350,39 @@ def main() -> int:
     parser = harness.parser(__doc__, results="balancer")
     parser.add_argument("--calls", type=int, default=CALLS, help=f"calls per protocol version (default {CALLS})")
     parser.add_argument("--dir", type=Path, help="keep HAProxy's and the servers' configuration and logs here")
+    parser.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES))
     args = parser.parse_args()
+    stores = {
+        "seaweedfs": ("SeaweedFS (bench/seaweed.py)", seaweed_store),
+        "moto": ("moto (bench/local_s3.py)", moto_store),
+    }
+    payload: dict[str, Any] = {"servers": SERVERS, "balancer": "HAProxy, roundrobin, mode http", "stores": {}}
+    for name in args.stores:
+        label, store = stores[name]
+        payload["stores"][name] = {"store": label, "versions": _run_on(store, args)}
+    harness.write_results(args.json, payload)
+    print(table(payload))
+    errors = 0
+    for name, on in payload["stores"].items():
+        for version, figures in on["versions"].items():
+            errors += figures["errors"]
+            for line in figures["error_samples"]:
+                print(f"{name} {version}: {line}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _run_on(store: Callable[[], Any], args: Any) -> dict[str, Any]:
+    """The calls of every protocol version through a fleet on `store`."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "grants.toml").write_text(GRANTS)
         with (
-            moto_store() as (db, store_env),
+            store() as (db, store_env),
             fleet(db, {**store_env, "CORRIGENDA_GRANTS": str(folder / "grants.toml")}, folder) as running,
         ):
             anyio.run(warm, running.url, TOKEN)
-            versions = {version: anyio.run(run, running, version, args.calls).summary() for version in VERSIONS}
-    payload = {"store": "moto (bench/local_s3.py)", "servers": SERVERS, "balancer": "HAProxy, roundrobin, mode http",
-               "versions": versions}  # fmt: skip
-    harness.write_results(args.json, payload)
-    print(table(payload))
-    for version, figures in versions.items():
-        for line in figures["error_samples"]:
-            print(f"{version}: {line}", file=sys.stderr)
-    return 1 if any(figures["errors"] for figures in versions.values()) else 0
+            return {version: anyio.run(run, running, version, args.calls).summary() for version in VERSIONS}
 
 
 if __name__ == "__main__":

@@ -46,7 +46,18 @@ times, on real LanceDB stores in a temporary directory, and checks the store aft
      (exit 0 with fewer: the bad case). "no file": the kill came before any byte.
    Every import that ran to its end has its exit status counted (issue 35 item 11: SIGABRT at exit).
 
-The checks, after every kill and at the end of parts 2 and 3:
+5. Faults of a real object store (--parts cluster; issue 54): part 2 with --servers HTTP servers,
+   five remembers to one correct, on a SeaweedFS cluster on loopback (bench/seaweed.py), a new
+   cluster each run, --fault-runs runs of each of --faults: a volume server killed with kill -9, the
+   S3 gateway stopped, the filer stopped (`cluster_outage`). The fault begins once a third of the
+   writes are acknowledged and ends, the component started again on its ports and data, once every
+   server has had a write answered that it began while the fault held (an `Outage`); a server whose
+   writes are done before then goes on until it has written once after. Each run records the calls
+   that met the fault and failed, whether each error was one line and what it said, any call that
+   failed without meeting it, and how soon each server wrote again; a read by another server that
+   failed while the store was out is made again at the end. Then the checks below.
+
+The checks, after every kill and at the end of parts 2, 3 and 5:
 - lost: acknowledged notes that `tables.notes` does not return, and acknowledged events that the
   fold of the whole scope does not show (but those a later acknowledged forget erased with its note);
 - duplicated: ids held by more than one raw row of either table, read with Arrow before readers'
@@ -70,17 +81,22 @@ Kills are random, so a narrow window inside a call is reached only by chance (ea
 says what the kill landed in); a window of a few milliseconds can go unhit in a whole run.
 
 Part 2 runs on a store in a bucket with --db s3://… (or --local-s3: a local S3 API started for the
-run, bench/local_s3.py) and over HTTP with --transport http; it then also prints each kind of write's
-p50 / p99 latency, measured from its client, and with --local-s3 the bucket's conditional writes
-(how many were refused) and its requests by kind during the writes. After each write that stored a
-note, the next server reads it (history): a miss is counted as corrupt. A forget that failed is
-called again, as a user would (its delete may have landed). tests/test_object_store.py runs it
-short, three HTTP servers on moto's S3, and its negative control.
+run, bench/local_s3.py; --seaweed: a SeaweedFS cluster started for the run, bench/seaweed.py; both:
+one after the other, moto first, and a table of the two side by side) and over HTTP with --transport
+http; it then also prints each kind of write's p50 / p99 latency, measured from its client, and with
+--local-s3 or --seaweed the commits the bucket refused and its requests during the writes (moto's
+gate by kind; SeaweedFS's gateway from its metrics, by type: GET and HEAD are one kind there). After
+each write that stored a note, the next server reads it (history): a miss is counted as corrupt. A
+forget that failed is called again, as a user would (its delete may have landed).
+tests/test_object_store.py runs it short, three HTTP servers on SeaweedFS, and its negative control
+on moto; tests/test_seaweed_faults.py runs part 5 short. `servers_phase` takes a `front` that puts
+something (a load balancer) between the clients and the servers.
 
 Not covered: power loss or a kernel crash (kill -9 leaves the page cache to be written, so whether
-Lance's commits survive an fsync-less crash is not tested); a full disk or I/O errors; kill -9 on a
-bucket store; killing the server processes of part 2 (their clients end them cleanly); what the
-full-text index holds after a forget (compressed, see above).
+Lance's commits survive an fsync-less crash is not tested); a full disk or I/O errors; kill -9 of a
+process writing to a bucket store (part 5 kills a part of the store, not a writer); killing the
+server processes of part 2 (their clients end them cleanly); what the full-text index holds after a
+forget (compressed, see above).
 
 The embedder of parts 1 and 3 is a stand-in (64 dimensions from SHAKE-256 of each word, no model):
 the faults under test are in storage (appends, compaction, erasure), not in embeddings, and loading
@@ -93,10 +109,12 @@ writes and 4 race rounds, under 2 minutes):
     .venv/bin/python bench/faults.py [--kills 210] [--servers 4] [--writes 50] [--race-rounds 20]
                                      [--seed 0] [--quick] [--parts kill,servers,race] [--json PATH] [--dir PATH]
                                      [--transport stdio|http] [--db s3://… | --local-s3 | --local-s3-dispatcher]
+                                     [--seaweed] [--faults F,…] [--fault-runs 3]
                                      [--transfer-notes 2000] [--import-kills 20] [--export-kills 15]
 
 The default runs parts kill, servers and race; `--parts import,export` runs the transfer kills (about
-40 minutes on a busy 2-core machine: each CLI process loads lancedb, and an import the model).
+40 minutes on a busy 2-core machine: each CLI process loads lancedb, and an import the model);
+`--parts cluster` the faults of a SeaweedFS cluster (about 6 minutes with --servers 3 --writes 15).
 
 It prints one row per part (trials, acknowledged calls, lost, duplicated, corrupt, leaked bytes,
 calls that failed inside the store, seconds), then what the kills landed in and every problem found;
@@ -110,6 +128,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import itertools
 import json
 import math
 import os
@@ -127,7 +146,7 @@ import time
 from array import array
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -138,8 +157,10 @@ import harness
 from corrigenda.store import CorrigendaError, Draft, Embedder, Memory, NotFound
 from corrigenda.store.fold import fold
 from corrigenda.store.model import NoteState
+from seaweed import SeaweedCluster
 
 if TYPE_CHECKING:
+    import anyio
     from lancedb.table import Table
     from mcp import Client
 
@@ -154,6 +175,7 @@ KILL_WITHIN_S = {"writes": 2.0, "compaction": 2.0, "forget": 1.0}
 CHILD_WAIT_S = 120.0  # for a child to open the store, or a race worker to answer
 # For a server told to stop: it first waits up to a minute for its forgets' erasures (server/app.py).
 STOP_WAIT_S = 90.0
+POLL_S = 0.05  # how often a waiting phase looks again (an outage waiting for its moment)
 RACE_LEAD_S = 0.05  # the two racing writers are told to start this far ahead, at the same moment
 SECRET = re.compile(r"secret-([0-9a-f]{32})")
 TOPICS = ("the cache TTL", "the service port", "the deploy branch", "the retry limit", "the log level")
@@ -977,27 +999,106 @@ class Server:
     client: Client
     latencies_ms: dict[str, list[float]] = field(default_factory=dict)  # op → each acknowledged call's time
     calls: list[tuple[str, float, float]] = field(default_factory=list)  # (op, started s, ms) of each of those
+    outcomes: list[Outcome] = field(default_factory=list)  # every write and read-back, answered or not
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One call a client made and what came of it (`call_tool`'s kind: ack, refused or failed)."""
+
+    op: str
+    started: float  # time.perf_counter()
+    finished: float
+    kind: str
+    error: str = ""
+
+
+@dataclass
+class Outage:
+    """A fault of the store in the middle of a servers phase: `begin` once `after` writes are acknowledged,
+    `end` once every server has had `writes_while_out` writes answered that it began after the fault
+    took hold, so that each met it. A call that overlapped [began, restored] may fail (with a one-line
+    error that says what is wrong); every call after `restored` must succeed, with no server
+    restarted. A read-back that failed while the store was out is made again at the end."""
+
+    name: str
+    begin: Callable[[], None]
+    end: Callable[[], None]
+    after: int
+    writes_while_out: int = 1  # each server's, begun once the fault holds, before `end`
+    began: float | None = None  # as `begin` was called
+    held: float | None = None  # `begin` returned: the fault holds
+    restored: float | None = None  # `end` returned: the store answers again
+    unread: list[tuple[Server, str, int]] = field(default_factory=list)  # (server asked, note, server that wrote it)
+
+    def written_after(self, server: Server) -> bool:
+        """Whether `server` has had a write acknowledged that it began once the store was back."""
+        return self.restored is not None and any(
+            o.kind == "ack" and o.op != "history" and o.started >= self.restored for o in server.outcomes
+        )
+
+    def met(self, outcome: Outcome) -> bool:
+        """Whether a call overlapped the fault."""
+        return (
+            self.began is not None
+            and outcome.finished >= self.began
+            and (self.restored is None or outcome.started < self.restored)
+        )
+
+
+# What the clients of an HTTP servers phase reach the servers through: given the servers' URLs, a context
+# that yields the URLs the clients connect to, client k to the k-th (modulo). A load balancer goes here:
+# it starts in front of the servers and yields its own URL. None: each client talks to its own server.
+Front = Callable[[Sequence[str]], AbstractContextManager[Sequence[str]]]
+# The servers' allowed Host values behind a front: its port is chosen after they start.
+BEHIND_A_FRONT = {"CORRIGENDA_ALLOWED_HOSTS": "127.0.0.1:*"}
+
+
+@contextmanager
+def haproxy_front(urls: Sequence[str]) -> Iterator[Sequence[str]]:
+    """Debian's HAProxy on a free loopback port, round-robin over the servers at `urls` (bench/haproxy.py):
+    every client reaches every server, one request here, the next there."""
+    from urllib.parse import urlsplit
+
+    from haproxy import balancing
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        balancing(port, [urlsplit(u).port or 0 for u in urls], Path(folder)) as b,
+    ):
+        yield [b.url]
 
 
 @asynccontextmanager
 async def started_servers(
-    db: str, count: int, transport: str, env: Mapping[str, str], logs: Path, closing_errors: list[str]
-) -> AsyncIterator[list[Server]]:
+    db: str, count: int, transport: str, env: Mapping[str, str], logs: Path, closing_errors: list[str],
+    front: Front | None = None,
+) -> AsyncIterator[list[Server]]:  # fmt: skip
     """`count` real server processes on one store, each with its own connected client (HTTP servers log
-    to `logs`). A client that fails as it closes (its server broke under it: a store without conditional
-    writes can leave a server unable to open a table) is added to `closing_errors`, not raised: the
-    phase's checks still run."""
+    to `logs`; `front`: see Front). A client that fails as it closes (its server broke under it: a
+    store without conditional writes can leave a server unable to open a table) is added to
+    `closing_errors`, not raised: the phase's checks still run."""
     from mcp.client.stdio import StdioServerParameters
 
     async with AsyncExitStack() as stack:
+        args = ["serve", "--db", db, "--scope", SCOPE]
+        if transport == "stdio":
+            if front is not None:
+                raise ValueError("a front (a load balancer) stands before HTTP servers only")
+            targets: Sequence[Any] = [
+                StdioServerParameters(command=CORRIGENDA, args=args, env={**SERVER_ENV, **env}) for _ in range(count)
+            ]
+        else:
+            targets = [stack.enter_context(http_server(args, {**SERVER_ENV, **env}, logs)) for _ in range(count)]
+            if front is not None:
+                targets = stack.enter_context(front(targets))
         servers = []
         for k in range(count):
-            args = ["serve", "--db", db, "--scope", SCOPE]
-            if transport == "stdio":
-                target: Any = StdioServerParameters(command=CORRIGENDA, args=args, env={**SERVER_ENV, **env})
-            else:
-                target = stack.enter_context(http_server(args, {**SERVER_ENV, **env}, logs))
-            servers.append(Server(k, await stack.enter_async_context(connected(target, k, closing_errors))))
+            client = await stack.enter_async_context(connected(targets[k % len(targets)], k, closing_errors))
+            servers.append(Server(k, client))
         yield servers
 
 
@@ -1048,12 +1149,17 @@ def listening(port: int) -> bool:
 
 async def drive_server(
     server: Server, others: Sequence[Server], writes: int, rng: random.Random, pools: Pools, ledger: Ledger,
-    result: PhaseResult, mix: str = "all",
+    result: PhaseResult, mix: str = "all", outage: Outage | None = None,
 ) -> None:  # fmt: skip
     """Write to one server through its client (`pools` shares notes between servers; `mix`: see
-    `choose_write`); after each write that stored a note, ask the next server for it: it must see it at once."""
+    `choose_write`); after each write that stored a note, ask the next server for it: it must see it at
+    once, or, if the store was out (`outage`), once it is back. With an outage, a server that made its
+    `writes` before the store was back goes on until it has written once more after (up to three
+    times as many writes in all): whether it recovers by itself is the point."""
     mine = Pools(shared=pools.shared, retractable=pools.retractable)  # its own notes to forget
-    for i in range(writes):
+    for i in itertools.count():
+        if i >= writes and (outage is None or outage.written_after(server) or i >= 3 * writes):
+            break
         op, args = choose_write(rng, note_text(rng, f"server {server.k} write {i}"), mine, mix)
         started = time.perf_counter()
         message = await call_tool(server.client, op, args)
@@ -1062,6 +1168,7 @@ async def drive_server(
             result.extra["forgets_retried"] = result.extra.get("forgets_retried", 0) + 1
             message = await call_tool(server.client, op, args)
         result.count([message], ledger)
+        server.outcomes.append(Outcome(op, started, time.perf_counter(), message["kind"], message.get("error", "")))
         if message["kind"] != "ack":
             continue
         server.latencies_ms.setdefault(op, []).append((time.perf_counter() - started) * 1000)
@@ -1069,9 +1176,14 @@ async def drive_server(
         mine.take(op, message, private=rng.random() < 0.5)
         if message.get("note") and op != "forget" and others:
             other = others[i % len(others)]
+            asked = time.perf_counter()
             seen = await call_tool(other.client, "history", {"note_id": message["note"]})
+            read = Outcome("history", asked, time.perf_counter(), seen["kind"], seen.get("error", ""))
+            other.outcomes.append(read)
             result.extra["seen_by_another_server"] = result.extra.get("seen_by_another_server", 0) + 1
-            if seen["kind"] != "ack":
+            if seen["kind"] != "ack" and outage is not None and outage.met(read):
+                outage.unread.append((other, message["note"], server.k))
+            elif seen["kind"] != "ack":
                 result.corrupt.setdefault(
                     f"server {other.k} did not see {message['note']}, acknowledged by server {server.k}: "
                     f"{seen['error'][:200]}",
@@ -1093,16 +1205,148 @@ async def call_tool(client: Client, op: str, args: dict[str, Any]) -> dict[str, 
     return {"kind": "ack", "op": op, **acknowledgement(op, answer.structured_content)}
 
 
+async def inject(outage: Outage, servers: Sequence[Server], result: PhaseResult, written: anyio.Event) -> None:
+    """Run `outage` (its docstring) while `servers` write; give up waiting once the writes are done
+    (`written` is set), but never leave the store out."""
+    import anyio
+
+    while result.acknowledged < outage.after and not written.is_set():
+        await anyio.sleep(POLL_S)
+    if written.is_set():
+        return
+    outage.began = time.perf_counter()
+    progress(f"servers: {outage.name} after {result.acknowledged} acknowledged writes")
+    await anyio.to_thread.run_sync(outage.begin)
+    outage.held = time.perf_counter()
+    try:
+        while not written.is_set() and not all(
+            sum(o.started >= (outage.held or 0) and o.op != "history" for o in s.outcomes) >= outage.writes_while_out
+            for s in servers
+        ):
+            await anyio.sleep(POLL_S)
+    finally:
+        await anyio.to_thread.run_sync(outage.end)
+        outage.restored = time.perf_counter()
+        progress(f"servers: the store is back after {outage.restored - outage.began:.1f} s")
+
+
+async def read_again(outage: Outage, result: PhaseResult) -> None:
+    """Each read-back that failed while the store was out, made again: the note must be there now."""
+    for server, note, writer in outage.unread:
+        seen = await call_tool(server.client, "history", {"note_id": note})
+        if seen["kind"] != "ack":
+            result.corrupt.setdefault(
+                f"server {server.k} did not see {note}, acknowledged by server {writer}, once the store was back: "
+                f"{seen['error'][:200]}",
+                0,
+            )
+
+
+def outage_summary(outage: Outage, servers: Sequence[Server]) -> dict[str, Any]:
+    """What the servers answered while the store was out, and how soon each wrote again once it was back."""
+    calls = [o for s in servers for o in s.outcomes]
+    errors = [o for o in calls if o.kind != "ack"]
+    during = [o for o in errors if outage.met(o)]
+    first_back = [
+        min((o.finished for o in s.outcomes if o.kind == "ack" and o.op != "history" and o.started >= (outage.restored or 0)),
+            default=None)
+        for s in servers
+    ]  # fmt: skip
+    return {
+        "fault": outage.name,
+        "happened": outage.began is not None,
+        "took_hold_s": round((outage.held or 0) - (outage.began or 0), 2),
+        "lasted_s": round((outage.restored or 0) - (outage.began or 0), 1),
+        "calls_that_met_it": sum(outage.met(o) for o in calls),
+        "errors_while_out": len(during),
+        "errors_of_more_than_one_line": sum("\n" in o.error.strip() for o in during),
+        "errors_said": dict(Counter(_said(o.error) for o in during)),
+        "errors_outside_it": [f"{o.op}: {o.error[:300]}" for o in errors if not outage.met(o)],
+        "read_backs_made_again": len(outage.unread),
+        # from the store's return to each server's first write acknowledged after it; None: it wrote no more
+        "wrote_again_after_s": [None if t is None else round(t - (outage.restored or 0), 2) for t in first_back],
+    }
+
+
+def _said(error: str) -> str:
+    """An error's text without what changes from one call to the next (ids, URLs, durations), to count kinds."""
+    error = re.sub(
+        r"s3://\S+|https?://\S+|\b[ne]_[0-9a-z]{26}\b", "…", error.strip().splitlines()[0] if error.strip() else ""
+    )
+    return re.sub(r"\d+(\.\d+)?(ms|s)\b", "…", error)[:300]
+
+
+CLUSTER_FAULTS = ("volume server killed", "gateway stopped", "filer stopped")
+
+
+def cluster_outage(fault: str, cluster: SeaweedCluster, after: int) -> Outage:
+    """One of CLUSTER_FAULTS on a SeaweedFS cluster (bench/seaweed.py), as an Outage beginning after
+    `after` acknowledged writes. A volume server killed leaves a copy of every object it held on
+    another, so the writes go on: the fault lasts two writes of each server, not one."""
+    plans: dict[str, tuple[Callable[[], None], Callable[[], None], int]] = {
+        "volume server killed": (partial(cluster.kill_volume_server, 1), partial(cluster.start_volume_server, 1), 2),
+        "gateway stopped": (cluster.stop_gateway, cluster.start_gateway, 1),
+        "filer stopped": (cluster.stop_filer, cluster.start_filer, 1),
+    }
+    begin, end, writes = plans[fault]
+    return Outage(fault, begin, end, after, writes_while_out=writes)
+
+
+def cluster_fault_run(
+    cluster: SeaweedCluster, fault: str, root: Path, servers: int, writes: int, seed: int, embedder: Embedder,
+    run: int = 1,
+) -> PhaseResult:  # fmt: skip
+    """`servers` HTTP servers writing at once (five remembers to one correct) on a new store in the
+    cluster's bucket, `fault` (CLUSTER_FAULTS) once a third of their writes are acknowledged, then the
+    checks. The cluster's AWS variables must be in this process's environment (the checks read the
+    bucket with them)."""
+    slug = _slug(fault)
+    return servers_phase(
+        root / f"{slug}-{run}", servers, writes, seed, db=f"s3://{LOCAL_BUCKET}/{slug}-{run}", transport="http",
+        env=cluster.env, embedder=embedder, mix="remember-heavy",
+        outage=cluster_outage(fault, cluster, after=servers * writes // 3), name=f"{fault}, run {run}",
+    )  # fmt: skip
+
+
+def _slug(fault: str) -> str:
+    return fault.replace(" ", "-")
+
+
+def cluster_phase(
+    root: Path, faults: Sequence[str], runs: int, servers: int, writes: int, seed: int, keep: bool = False
+) -> list[PhaseResult]:
+    """Each fault `runs` times, each run on a cluster of its own (bench/seaweed.py: it starts in about
+    1.5 s), with the real model in the checks; `keep`: each cluster's directory (its logs) stays under
+    `root`."""
+    from corrigenda.store import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    results = []
+    for fault in faults:
+        for run in range(1, runs + 1):
+            kept = root / f"{_slug(fault)}-{run}-seaweed" if keep else None
+            with SeaweedCluster([LOCAL_BUCKET], keep=kept) as cluster:
+                os.environ.update(cluster.env)
+                result = cluster_fault_run(cluster, fault, root, servers, writes, seed + run, embedder, run)
+            progress(f"{result.phase}: {result.acknowledged} acknowledged, lost {len(result.lost)}, "
+                     f"{result.extra['outage']['errors_while_out']} errors while out")  # fmt: skip
+            results.append(result)
+    return results
+
+
 def servers_phase(
     root: Path, servers: int, writes: int, seed: int, db: str | None = None, transport: str = "stdio",
-    env: Mapping[str, str] | None = None, embedder: Embedder | None = None, gate: str | None = None,
-    mix: str = "all",
+    env: Mapping[str, str] | None = None, embedder: Embedder | None = None,
+    counter: Callable[[], dict[str, Any]] | None = None, mix: str = "all", outage: Outage | None = None,
+    front: Front | None = None, name: str | None = None,
 ) -> PhaseResult:  # fmt: skip
     """`servers` real servers on one store (`db`, default a directory under `root`; `env` reaches them
     and must already be in this process's environment for an object store), all writing at once, their
-    writes drawn from `mix` (`choose_write`). With
-    `gate`, the endpoint of a local S3 API (bench/local_s3.py), also how many commits it refused and
-    the requests it served during the writes, by kind."""
+    writes drawn from `mix` (`choose_write`). With `counter`, the bucket's counts in the shape of
+    `gate_counts` (a local S3 API's gate, or `SeaweedCluster.counts`): how many commits it refused and the
+    requests it served during the writes, by kind. With `outage`, a fault of the store in the middle
+    of the writes (`Outage`). With `front` (HTTP only), the clients reach the servers through what it
+    puts in front of them, a load balancer say (`Front`). `name` names the phase."""
     import anyio
     from corrigenda.store import SentenceTransformerEmbedder
 
@@ -1110,51 +1354,75 @@ def servers_phase(
     db = db or str(root / "servers" / "store")
     ledger = Ledger()
     pools = Pools()
-    result = PhaseResult(f"{servers} servers x {writes} writes ({transport})")
+    result = PhaseResult(name or f"{servers} servers x {writes} writes ({transport})")
     per_server: list[Server] = []
     closing_errors: list[str] = []
 
     async def run() -> None:
         logs = root / "servers"
         logs.mkdir(parents=True, exist_ok=True)
-        async with started_servers(db, servers, transport, env or {}, logs, closing_errors) as running:
+        async with started_servers(db, servers, transport, env or {}, logs, closing_errors, front) as running:
             per_server.extend(running)
             for server in running:  # each loads its model before the first timed write
                 await call_tool(server.client, "recall_chains", {"query": QUERY})
             result.extra["servers_started_s"] = round(time.perf_counter() - started, 1)
-            before = gate_counts(gate) if gate else {}
+            before = counter() if counter else {}
             async with anyio.create_task_group() as group:
-                for server in running:
-                    rng = random.Random(f"{seed}/server/{server.k}")
-                    others = [s for s in running if s is not server]
-                    group.start_soon(drive_server, server, others, writes, rng, pools, ledger, result, mix)
-            if gate:
-                after = gate_counts(gate)
-                tried, refused = (after[k] - before[k] for k in ("conditional_writes", "refused_writes"))
-                result.extra["bucket_commits"] = (
-                    f"{tried} conditional writes during the writes (commits and lease takes), {refused} refused "
-                    "because another writer took the version first"
+                written = anyio.Event()
+                if outage is not None:
+                    group.start_soon(inject, outage, running, result, written)
+                async with anyio.create_task_group() as writing:
+                    for server in running:
+                        rng = random.Random(f"{seed}/server/{server.k}")
+                        others = [s for s in running if s is not server]
+                        writing.start_soon(
+                            drive_server, server, others, writes, rng, pools, ledger, result, mix, outage
+                        )
+                written.set()
+            if outage is not None:
+                await read_again(outage, result)
+            if counter:
+                after = counter()
+                refused = after["refused_writes"] - before["refused_writes"]
+                tried = (
+                    f"{after['conditional_writes'] - before['conditional_writes']} conditional writes during the "
+                    "writes (commits and lease takes), "
+                    if "conditional_writes" in after
+                    else ""
                 )
+                result.extra["bucket_commits"] = (
+                    f"{tried}{refused} refused because another writer took the version first"
+                )
+                result.extra["refused_commits"] = refused
                 requests = Counter(after["requests"])
                 requests.subtract(before["requests"])
                 result.extra["bucket_requests"] = {
                     "during the writes": requests.total(), "per write": round(requests.total() / (servers * writes), 1),
                     **{kind: n for kind, n in requests.most_common() if n},  # by kind (local_s3.kind)
                 }  # fmt: skip
-                cpu = Counter(after.get("cpu_seconds", {}))
-                cpu.subtract(before.get("cpu_seconds", {}))
-                result.extra["keys_per_listing"] = round(
-                    (after.get("listed_keys", 0) - before.get("listed_keys", 0)) / max(1, requests["list"]), 1
-                )
-                result.extra["bucket_server_cpu_ms_per_request"] = {
-                    kind: round(1000 * cpu[kind] / requests[kind], 2) for kind in requests if requests[kind]
-                }
+                if "cpu_seconds" in after:  # moto's gate: the one process's CPU, and what its listings answered
+                    cpu = Counter(after["cpu_seconds"])
+                    cpu.subtract(before["cpu_seconds"])
+                    result.extra["keys_per_listing"] = round(
+                        (after["listed_keys"] - before["listed_keys"]) / max(1, requests["list"]), 1
+                    )
+                    result.extra["bucket_server_cpu_ms_per_request"] = {
+                        kind: round(1000 * cpu[kind] / requests[kind], 2) for kind in requests if requests[kind]
+                    }
+                if "answer_seconds" in after:  # SeaweedFS's gateway: its time from request to answer
+                    answering = Counter(after["answer_seconds"])
+                    answering.subtract(before["answer_seconds"])
+                    result.extra["gateway_ms_per_request"] = {
+                        kind: round(1000 * answering[kind] / requests[kind], 2) for kind in requests if requests[kind]
+                    }
 
     anyio.run(run)
     result.extra["client_closing_errors"] = closing_errors
     result.extra["writes_seconds"] = round(time.perf_counter() - started, 1)
     result.extra["write_latency_ms"] = latency_summary(per_server)
     result.extra["slowest_writes"] = slowest(per_server)
+    if outage is not None:
+        result.extra["outage"] = outage_summary(outage, per_server)
     progress(f"servers: {result.acknowledged} writes acknowledged in {result.extra['writes_seconds']} s; checking")
     check = check_store(
         db, embedder or SentenceTransformerEmbedder(), ledger, ledger.live_notes(), list(ledger.forgotten)
@@ -1580,7 +1848,7 @@ def transfer_phase(
 EXTRAS = (
     "cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end", "servers_started_s",
     "seen_by_another_server", "forgets_retried", "write_latency_ms", "slowest_writes", "bucket_commits",
-    "bucket_requests",
+    "bucket_requests", "gateway_ms_per_request", "outage",
 )  # fmt: skip
 COLUMNS = ("phase", "trials", "acknowledged", "lost", "duplicated", "corrupt", "leaked bytes", "failed", "seconds")
 
@@ -1711,14 +1979,19 @@ def transfer_table(payload: Mapping[str, Any]) -> str:
 
 
 def servers_table(payload: Mapping[str, Any]) -> str:
-    """The servers phase: each kind of write's latency from its client, and the bucket's requests."""
-    (phase,) = [p for p in payload["phases"] if "write_latency_ms" in p]
+    """Each servers phase: each kind of write's latency from its client, and the bucket's requests."""
+    phases = [p for p in payload["phases"] if "write_latency_ms" in p and "outage" not in p]
+    if len(phases) == 1:
+        return _servers_phase_table(phases[0], payload["settings"])
+    return "\n\n".join(f"{p['phase']}: {_servers_phase_table(p, payload['settings'])}" for p in phases)
+
+
+def _servers_phase_table(phase: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     rows: list[tuple[object, ...]] = [
         (op, t["calls"], t["p50"], t["p99"], t["max"]) for op, t in phase["write_latency_ms"].items()
     ]
     table = harness.markdown_table(("write", "calls", "p50 ms", "p99 ms", "max ms"), rows)
     bucket = phase.get("bucket_requests")
-    settings = payload["settings"]
     said = (
         f"{settings['servers']} servers × {settings['writes']} writes over {settings['transport']}"
         f"{' (' + settings['mix'] + ' mix)' if settings.get('mix', 'all') != 'all' else ''}; "
@@ -1738,7 +2011,80 @@ def servers_table(payload: Mapping[str, Any]) -> str:
     return f"{said}\n\n{table}"
 
 
-TABLES = {"main": main_table, "transfer": transfer_table, "servers": servers_table}
+STORES = {"moto": "moto's S3 (one process)", "seaweed": "SeaweedFS (6 processes)"}
+READ_KINDS = ("manifest", "data read", "other read")  # the gate's reads (local_s3.KINDS), which SeaweedFS counts as one
+
+
+def stores_table(payload: Mapping[str, Any]) -> str:
+    """The servers part run on each store in one sitting (--local-s3 --seaweed): each kind of write's latency,
+    store beside store, then the requests a write made of each store, by kind."""
+    phases = [p for p in payload["phases"] if "write_latency_ms" in p and p.get("store")]
+    ops = sorted({op for p in phases for op in p["write_latency_ms"]})
+    if "forget" not in ops:  # then "all but forget" is "all writes" again
+        ops.remove("all but forget")
+    rows: list[tuple[object, ...]] = [
+        (op, STORES[p["store"]], t["calls"], t["p50"], t["p99"], t["max"])
+        for op in ops
+        for p in phases
+        if (t := p["write_latency_ms"].get(op))
+    ]
+    latency = harness.markdown_table(("write", "store", "calls", "p50 ms", "p99 ms", "max ms"), rows)
+    counted = []
+    for p in phases:
+        bucket = p.get("bucket_requests") or {}
+        if not bucket.get("per write"):
+            continue
+        writes = bucket["during the writes"] / bucket["per write"]
+
+        def per_write(*kinds: str, bucket: Mapping[str, Any] = bucket, writes: float = writes) -> float:
+            return round(sum(bucket.get(k, 0) for k in kinds) / writes, 1)
+
+        counted.append(
+            (STORES[p["store"]], bucket["per write"], per_write(*READ_KINDS, "read"), per_write("list"),
+             per_write("put"), per_write("delete"), p.get("refused_commits", "–"), p["lost"], p["duplicated"],
+             p["failed_calls"])
+        )  # fmt: skip
+    header = ("store", "requests a write", "reads", "listings", "puts", "deletes", "commits refused (412)",
+              "lost", "duplicated", "failed calls")  # fmt: skip
+    requests = harness.markdown_table(header, counted) if counted else ""
+    return f"{latency}\n\n{requests}".rstrip()
+
+
+def cluster_table(payload: Mapping[str, Any]) -> str:
+    """The faults of a SeaweedFS cluster (--parts cluster): one row per fault, over its runs."""
+    by_fault: dict[str, list[Mapping[str, Any]]] = {}
+    for p in payload["phases"]:
+        if "outage" in p:
+            by_fault.setdefault(p["outage"]["fault"], []).append(p)
+    rows: list[tuple[object, ...]] = []
+    for fault, phases in by_fault.items():
+        outages = [p["outage"] for p in phases]
+        said: Counter[str] = Counter()  # the SDK's "Error executing tool X: " left out, the rest cut short
+        for o in outages:
+            for text, n in o["errors_said"].items():
+                text = re.sub(r"^Error executing tool \w+: ", "", text)
+                said[text if len(text) <= 110 else text[:110] + "…"] += n
+        back = [t for o in outages for t in o["wrote_again_after_s"] if t is not None]
+        silent = sum(t is None for o in outages for t in o["wrote_again_after_s"])
+        rows.append(
+            (fault, len(phases), f"{payload['settings']['servers']} × {payload['settings']['writes']}",
+             sum(p["acknowledged"] for p in phases), sum(p["lost"] for p in phases),
+             sum(p["duplicated"] for p in phases), sum(p["corrupt"] for p in phases),
+             sum(o["errors_while_out"] for o in outages), sum(o["errors_of_more_than_one_line"] for o in outages),
+             sum(len(o["errors_outside_it"]) for o in outages),
+             f"{max(back):.2f}" + (f" ({silent} wrote no more)" if silent else "") if back else "–",
+             "; ".join(f"{n}× {text}" for text, n in said.most_common(2)) or "–")
+        )  # fmt: skip
+    header = ("fault", "runs", "servers × writes", "acknowledged", "lost", "duplicated", "corrupt",
+              "errors while out", "of more than one line", "errors outside it", "wrote again after, s (max)",
+              "what the servers said while out")  # fmt: skip
+    return harness.markdown_table(header, rows)
+
+
+TABLES = {
+    "main": main_table, "transfer": transfer_table, "servers": servers_table, "stores": stores_table,
+    "cluster": cluster_table,
+}  # fmt: skip
 
 
 @contextmanager
@@ -1761,6 +2107,22 @@ def local_s3(wanted: bool, dispatcher: bool = False) -> Iterator[dict[str, str]]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@contextmanager
+def bucket(
+    store: str | None, dispatcher: bool = False
+) -> Iterator[tuple[dict[str, str], Callable[[], dict[str, Any]] | None]]:
+    """The servers part's bucket: its AWS variables (set in this process too) and what counts its
+    requests, for moto behind its gate (`local_s3`) or a SeaweedFS cluster (bench/seaweed.py); for no
+    store, ({}, None): a directory."""
+    if store == "seaweed":
+        with SeaweedCluster([LOCAL_BUCKET]) as cluster:
+            os.environ.update(cluster.env)
+            yield cluster.env, cluster.counts
+        return
+    with local_s3(store == "moto", dispatcher) as env:
+        yield env, (partial(gate_counts, env["AWS_ENDPOINT_URL"]) if env else None)
 
 
 def gate_counts(endpoint: str) -> dict[str, Any]:
@@ -1807,6 +2169,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="--local-s3 with moto's dispatcher in front of S3, as its own server has it (the rig before 2026-12-03)",
     )  # fmt: skip
     parser.add_argument(
+        "--balancer", action="store_true",
+        help="the servers part over HTTP through Debian's HAProxy, round-robin, no stickiness (bench/haproxy.py)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--seaweed", action="store_true",
+        help="run the servers part on a new store in a SeaweedFS cluster (bench/seaweed.py, started for the run); "
+        "with --local-s3 too, on each in turn, moto first",
+    )  # fmt: skip
+    parser.add_argument(
+        "--faults", default=",".join(CLUSTER_FAULTS),
+        help=f"the cluster part's faults, comma-separated (default: {','.join(CLUSTER_FAULTS)})",
+    )  # fmt: skip
+    parser.add_argument("--fault-runs", type=int, default=3, help="runs of each of the cluster part's faults")
+    parser.add_argument(
         "--mix", choices=MIXES, default="all",
         help="the servers part's writes: every kind (all), or five remembers to one correct (remember-heavy)",
     )  # fmt: skip
@@ -1833,13 +2209,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "servers": args.servers, "writes": args.writes, "race_rounds": args.race_rounds,
         "kill_within_s": KILL_WITHIN_S, "embedder": StandInEmbedder.name, "parts": args.parts,
         "transport": args.transport, "mix": args.mix,
-        "db": args.db or ("local S3" if args.local_s3 else "a temp directory"),
-        "local_s3_dispatcher": args.local_s3_dispatcher, "transfer_notes": args.transfer_notes,
+        "db": args.db or " and ".join(
+            [*(["local S3"] if args.local_s3 else []), *(["SeaweedFS"] if args.seaweed else [])]
+        ) or "a temp directory",
+        "local_s3_dispatcher": args.local_s3_dispatcher, "seaweed": args.seaweed, "faults": args.faults,
+        "balancer": args.balancer,
+        "fault_runs": args.fault_runs, "transfer_notes": args.transfer_notes,
         "import_kills": args.import_kills, "export_kills_per_form": args.export_kills,
     }  # fmt: skip
     parts = set(args.parts.split(","))
-    if not parts <= {"kill", "servers", "race", "import", "export"}:
-        parser.error(f"--parts takes kill, servers, race, import and export, not {args.parts!r}")
+    if not parts <= {"kill", "servers", "race", "import", "export", "cluster"}:
+        parser.error(f"--parts takes kill, servers, race, import, export and cluster, not {args.parts!r}")
+    faults = args.faults.split(",")
+    if not set(faults) <= set(CLUSTER_FAULTS):
+        parser.error(f"--faults takes {', '.join(CLUSTER_FAULTS)}, not {args.faults!r}")
 
     started = time.perf_counter()
     results = []
@@ -1849,14 +2232,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(kill_phase(phase, root, per_phase, args.seed))
         if "servers" in parts:
             (root / "servers").mkdir(parents=True, exist_ok=True)
-            with local_s3(args.local_s3, args.local_s3_dispatcher) as env:
-                db = args.db or (f"s3://{LOCAL_BUCKET}/faults-{int(time.time())}" if env else None)
-                gate = env.get("AWS_ENDPOINT_URL") if env else None
-                results.append(
-                    servers_phase(
-                        root, args.servers, args.writes, args.seed, db, args.transport, env, gate=gate, mix=args.mix
-                    )
-                )
+            stores: list[str | None] = [
+                n for n, wanted in (("moto", args.local_s3), ("seaweed", args.seaweed)) if wanted
+            ]
+            for store in stores or [None]:
+                with bucket(store, args.local_s3_dispatcher) as (env, counter):
+                    db = args.db or (f"s3://{LOCAL_BUCKET}/faults-{int(time.time())}" if env else None)
+                    name = f"{args.servers} servers x {args.writes} writes ({args.transport})"
+                    front = haproxy_front if args.balancer else None
+                    result = servers_phase(
+                        root, args.servers, args.writes, args.seed, db, args.transport,
+                        {**(env or {}), **(BEHIND_A_FRONT if front else {})}, counter=counter, mix=args.mix,
+                        name=f"{name} on {STORES[store]}" if store and len(stores) > 1 else name, front=front,
+                    )  # fmt: skip
+                    result.extra["store"] = store
+                    results.append(result)
+        if "cluster" in parts:
+            results += cluster_phase(
+                root / "cluster",
+                faults,
+                args.fault_runs,
+                args.servers,
+                args.writes,
+                args.seed,
+                keep=args.dir is not None,
+            )
         if "race" in parts:
             (root / "race").mkdir(parents=True, exist_ok=True)
             results.append(race_phase(root, args.race_rounds, args.seed))
@@ -1880,7 +2280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if transfers:
         print(transfer_report(transfers, settings))
     shown = {"main": bool(payload["phases"]), "transfer": bool(payload["transfer"])}
-    shown["servers"] = any("write_latency_ms" in p for p in payload["phases"])
+    shown["servers"] = any("write_latency_ms" in p and "outage" not in p for p in payload["phases"])
+    shown["stores"] = sum(bool(p.get("store")) for p in payload["phases"]) > 1
+    shown["cluster"] = any("outage" in p for p in payload["phases"])
     for name, render in TABLES.items():
         if shown[name]:
             print(f"\n{name}:\n{render(payload)}")

@@ -69,7 +69,7 @@ KINDS = ("list", "manifest", "data read", "other read", "put", "delete")
 def kind(method: str, path: str, query: str) -> str:
     """What a request to a Lance store is, one of KINDS: a listing, a read of a version's manifest (GET
     or HEAD), of a data file or of anything else (indexes, transactions, the lease), a write, a delete."""
-    if method == "POST" and "delete" in query:
+    if method == "DELETE" or (method == "POST" and "delete" in query):
         return "delete"
     if method in ("PUT", "POST"):
         return "put"

@@ -121,7 +121,7 @@ MODEL_FIXTURES = ("embedder",)
 NOT_UNIT = {  # quick files whose tests start processes (servers, git, a fresh interpreter) or load a model
     "test_http_security.py", "test_stdio.py", "test_embedder.py", "test_layout.py", "test_platforms.py", "test_docs.py",
 }  # fmt: skip
-# Files whose tests share a module or session fixture that is dear to make (a moto server, a built
+# Files whose tests share a module or session fixture that is dear to make (a SeaweedFS cluster, a moto server, a built
 # wheel or bundle, an authorization server, a store of generated notes): under pytest-xdist's
 # loadgroup (pyproject.toml) each runs whole on one worker; every other test goes wherever a worker is free.
 SHARED_FIXTURES = ("test_fuzz_tools.py", "test_mcpb.py", "test_oauth.py", "test_object_store.py", "test_packaging.py")

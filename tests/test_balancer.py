@@ -24,7 +24,7 @@ from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, InputRequiredResult
 
-from bench.balancer import CYCLE, VERSIONS, Fleet, fleet, moto_store, run, through, warm
+from bench.balancer import CYCLE, VERSIONS, Fleet, fleet, run, seaweed_store, through, warm
 from bench.haproxy import SERVED_BY
 
 from .conftest import call
@@ -50,9 +50,9 @@ def on_the_fleet(test: Any) -> Any:
 
 
 def team_store() -> AbstractContextManager[tuple[str, dict[str, str]]]:
-    """The store the three servers share, and the variables that reach it: a bucket on moto's S3 server
-    (bench/local_s3.py) for now. The one place to change to run the fleet on another object store."""
-    return moto_store("corrigenda-team")
+    """The store the three servers share, and the variables that reach it: a bucket on a SeaweedFS
+    cluster on loopback (bench/seaweed.py). The one place to change to run the fleet on another store."""
+    return seaweed_store("corrigenda-team")
 
 
 @dataclass

@@ -1,9 +1,29 @@
-"""A store in a bucket, against a real S3 API (moto's server on loopback), and several processes
-making a new store at the same moment, in a directory and in a bucket."""
+"""A store in a bucket, against a real distributed object store, and several processes making a new
+store at the same moment, in a directory and in a bucket.
+
+Which store each test uses, and why:
+- **SeaweedFS** (the `s3` fixture: bench/seaweed.py, one cluster for the whole session on loopback:
+  a master, three volume servers keeping two copies of each object, a filer and the S3 gateway; each
+  test writes under a prefix of its own): every test that needs no fault made on purpose. Its
+  sockets all on loopback, a store in a bucket through storage options or the AWS variables alone,
+  forget's erasure, compaction, the CLI, refused credentials and a missing bucket, servers making a
+  new store at once, and three HTTP servers writing at once (the gateway's metrics count the
+  commits it refused).
+- **A SeaweedFS cluster of the test's own**: the gateway stopped and started again under a server
+  (`stop_gateway`), so that no other test meets it half-way. The faults of a cluster under three
+  writing servers (a volume server killed, the gateway or the filer stopped) are in
+  tests/test_seaweed_faults.py.
+- **moto** (the `moto` fixture, or a server of the test's own: bench/local_s3.py, moto's S3 server
+  behind a gate) where a fault must be made that a real store does not make on demand: the negative
+  control (`honour_conditional_writes=False` and `commit_delay`: a store that drops conditional
+  writes), lost commit races made certain (`refuse_next`), and the request-by-request record of a
+  write (the gate sees each request's path; SeaweedFS's metrics count requests by type only).
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +53,7 @@ from pydantic import ValidationError
 
 from bench.faults import PhaseResult, bucket_files, servers_phase
 from bench.local_s3 import KEY_ID, LocalS3
+from bench.seaweed import SeaweedCluster
 
 from .conftest import call, call_error
 from .test_processes import CORRIGENDA, ENV, _free_port, serve_http
@@ -57,7 +78,10 @@ print(memory.remember(Draft(text=sys.argv[1]), "shared").note.id, flush=True)
 """
 
 
-def _options(s3: LocalS3) -> dict[str, str]:
+Bucket = LocalS3 | SeaweedCluster  # either serves an S3 API on loopback and names its AWS variables (env)
+
+
+def _options(s3: Bucket) -> dict[str, str]:
     """The AWS variables as storage options."""
     return {k.lower(): v for k, v in s3.env.items()}
 
@@ -71,10 +95,18 @@ def _local_s3(bucket: str, **gate: Any) -> Iterator[LocalS3]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def s3() -> Iterator[SeaweedCluster]:
+    """A SeaweedFS cluster on loopback (bench/seaweed.py) with one empty bucket, for the whole session;
+    its gateway takes only its own key."""
+    with SeaweedCluster([BUCKET]) as cluster:
+        yield cluster
+
+
 @pytest.fixture(scope="module")
-def s3() -> Iterator[LocalS3]:
+def moto() -> Iterator[LocalS3]:
     """moto's S3 server on a free loopback port, with one empty bucket, that takes only its own key and
-    makes each conditional write atomic (bench/local_s3.py)."""
+    makes each conditional write atomic (bench/local_s3.py): for the faults only it can make."""
     with _local_s3(BUCKET, access_key=KEY_ID) as server:
         yield server
 
@@ -85,6 +117,15 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2) to list listening sockets")
+def test_the_cluster_listens_on_loopback_only(s3: SeaweedCluster) -> None:
+    """Every component's sockets, gRPC's too (which listen on every interface unless told not to)."""
+    listening = s3.listening()
+    assert {line.split()[0] for line in listening} == set(s3.components)
+    assert len(listening) == 2 * len(s3.components) + 1  # HTTP and gRPC each, and the gateway's metrics
+    assert all(line.split()[1].startswith("127.0.0.1:") for line in listening), listening
+
+
 def test_storage_options_come_from_one_variable_of_key_value_pairs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CORRIGENDA_STORAGE_OPTIONS", " AWS_Endpoint=http://127.0.0.1:9000, allow_http=true ,")
     assert Settings(db="s3://b/p").storage_options == {"aws_endpoint": "http://127.0.0.1:9000", "allow_http": "true"}
@@ -93,7 +134,7 @@ def test_storage_options_come_from_one_variable_of_key_value_pairs(monkeypatch: 
         Settings(db="s3://b/p")
 
 
-def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: LocalS3, embedder: object) -> None:
+def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: SeaweedCluster, embedder: object) -> None:
     settings = Settings(db=f"s3://{BUCKET}/options", storage_options=_options(s3))
     memory = build_memory(settings)
     memory.embedder = embedder  # type: ignore[assignment]
@@ -106,7 +147,7 @@ def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: LocalS3, em
 
 
 def test_a_forget_on_a_bucket_answers_at_its_tombstone_and_its_thread_erases_every_object(
-    s3: LocalS3, embedder: object, monkeypatch: pytest.MonkeyPatch
+    s3: SeaweedCluster, embedder: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from corrigenda.store import Draft, NotFound
 
@@ -125,7 +166,9 @@ def test_a_forget_on_a_bucket_answers_at_its_tombstone_and_its_thread_erases_eve
     assert memory.forget(secret.id, reason="asked again").erasure == "done"
 
 
-def test_compaction_on_a_bucket_keeps_the_newest_few_versions_and_every_note(s3: LocalS3, embedder: object) -> None:
+def test_compaction_on_a_bucket_keeps_the_newest_few_versions_and_every_note(
+    s3: SeaweedCluster, embedder: object
+) -> None:
     """Each operation lists a table's versions to find the latest: on a bucket compaction keeps only
     the newest KEEP_VERSIONS_REMOTE, so that listing stays short."""
     import lance
@@ -145,7 +188,7 @@ def test_compaction_on_a_bucket_keeps_the_newest_few_versions_and_every_note(s3:
     assert set(build_memory(settings).tables.notes(ids)) == set(ids)  # another server reads every note
 
 
-def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: LocalS3) -> None:
+def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: SeaweedCluster) -> None:
     options = ",".join(f"{k}={v}" for k, v in _options(s3).items())
     out = _cli("stats", "--db", f"s3://{BUCKET}/cli", env={"CORRIGENDA_STORAGE_OPTIONS": options})
     assert out.returncode == 0, out.stderr
@@ -159,7 +202,9 @@ def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: LocalS3)
         ("closed port", "the endpoint could not be reached"),
     ],
 )
-def test_an_unreachable_bucket_fails_the_cli_in_one_line_naming_what_to_set(s3: LocalS3, where: str, said: str) -> None:
+def test_an_unreachable_bucket_fails_the_cli_in_one_line_naming_what_to_set(
+    s3: SeaweedCluster, where: str, said: str
+) -> None:
     env = s3.env if where == "missing bucket" else {**s3.env, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}
     db = "s3://no-such-bucket/x" if where == "missing bucket" else f"s3://{BUCKET}/x"
     out = _cli("stats", "--db", db, env=env)
@@ -257,7 +302,7 @@ class Requests:
 
 
 def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read_once(
-    s3: LocalS3, embedder: Any, monkeypatch: pytest.MonkeyPatch
+    moto: LocalS3, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write goes through the table's view: the data, a listing, the transaction and the manifest,
     with no look at the latest version before and no read of the new manifest after (docs/object-storage.md,
@@ -268,14 +313,14 @@ def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read
     monkeypatch.setattr(limits, "YOUNG_TABLE_VERSIONS", 0)  # past the young table's check
     db = f"s3://{BUCKET}/requests"
     mine, theirs = (
-        Memory(db, embedder, storage_options=_options(s3)),
-        Memory(db, embedder, storage_options=_options(s3)),
+        Memory(db, embedder, storage_options=_options(moto)),
+        Memory(db, embedder, storage_options=_options(moto)),
     )
     mine.remember(Draft(text="The staging cluster lives in eu-west-1"))
     mine.remember(Draft(text="The on-call rotation changes on Mondays"))  # its first search looks for a vector index
     theirs.remember(Draft(text="The release train leaves on Tuesdays"))  # another server moves the table
-    requests = Requests(s3.gate.app)
-    monkeypatch.setattr(s3.gate, "app", requests)
+    requests = Requests(moto.gate.app)
+    monkeypatch.setattr(moto.gate, "app", requests)
     requests.on = True
     note = mine.remember(Draft(text="The freeze starts on the 14th")).note
     seen, requests.seen = requests.seen, []
@@ -292,7 +337,7 @@ def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read
 
 
 def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails_clearly_past_its_attempts(
-    s3: LocalS3, embedder: Any, monkeypatch: pytest.MonkeyPatch
+    moto: LocalS3, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The bucket refuses a commit's manifest as it does when another server took the version first:
     the store tries again itself, after a wait of a few milliseconds (Lance's own retry waits whole
@@ -301,23 +346,23 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
 
     waits: list[float] = []
     monkeypatch.setattr(time, "sleep", waits.append)  # the module retry.py sleeps with
-    memory = Memory(f"s3://{BUCKET}/races", embedder, storage_options=_options(s3))
+    memory = Memory(f"s3://{BUCKET}/races", embedder, storage_options=_options(moto))
     memory.remember(Draft(text="The store and its tables are made"))
     waits.clear()
-    refused, conditional = s3.gate.refused_writes, s3.gate.conditional_writes
-    s3.gate.refuse_next = 2
+    refused, conditional = moto.gate.refused_writes, moto.gate.conditional_writes
+    moto.gate.refuse_next = 2
     note = memory.remember(Draft(text="The deploy window opens at 09:00")).note
-    assert s3.gate.refused_writes - refused == 2
-    assert s3.gate.conditional_writes - conditional == 3  # two refused, the third landed
+    assert moto.gate.refused_writes - refused == 2
+    assert moto.gate.conditional_writes - conditional == 3  # two refused, the third landed
     assert len(waits) == 2 and all(0 <= w <= 2 * limits.COMMIT_BACKOFF for w in waits), waits
-    stored = Tables(f"s3://{BUCKET}/races", storage_options=_options(s3)).notes_table()
+    stored = Tables(f"s3://{BUCKET}/races", storage_options=_options(moto)).notes_table()
     assert stored is not None and stored.to_arrow()["id"].to_pylist().count(note.id) == 1
 
     monkeypatch.setattr(limits, "COMMIT_ATTEMPTS", 3)
-    s3.gate.refuse_next = 3
+    moto.gate.refuse_next = 3
     with pytest.raises(StoreBusy, match="committed to the notes table first, 3 times in a row"):
         memory.remember(Draft(text="The deploy window closes at 17:00"))
-    assert s3.gate.refuse_next == 0
+    assert moto.gate.refuse_next == 0
     heads = [c.heads[0].text for c in memory.recall("deploy window").chains]
     assert "The deploy window opens at 09:00" in heads and "The deploy window closes at 17:00" not in heads
 
@@ -369,22 +414,22 @@ def test_servers_making_a_new_store_at_once_in_a_directory_all_write_once(db: st
     _assert_each_note_once(Tables(db), acknowledged)
 
 
-def test_servers_making_a_new_store_at_once_in_a_bucket_all_write_once(s3: LocalS3) -> None:
+def test_servers_making_a_new_store_at_once_in_a_bucket_all_write_once(s3: SeaweedCluster) -> None:
     db = f"s3://{BUCKET}/race"
     acknowledged = _first_writes_at_once(db, s3.env)  # the AWS_* variables alone: no storage options
     _assert_each_note_once(Tables(db, _options(s3)), acknowledged)
 
 
-def test_the_bucket_is_read_from_the_aws_variables_alone(s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bucket_is_read_from_the_aws_variables_alone(s3: SeaweedCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in s3.env.items():
         monkeypatch.setenv(name, value)
     assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint
     assert Tables(f"s3://{BUCKET}/env-only").count() == {"notes": 0, "events": 0}
 
 
-def test_refused_credentials_fail_the_cli_and_an_http_server_at_start_naming_what_to_set(s3: LocalS3) -> None:
+def test_refused_credentials_fail_the_cli_and_an_http_server_at_start_naming_what_to_set(s3: SeaweedCluster) -> None:
     wrong = {**s3.env, "AWS_ACCESS_KEY_ID": "not-the-key"}
-    said = "(InvalidAccessKeyId: The AWS Access Key Id you provided does not exist in our records.)"
+    said = "(InvalidAccessKeyId: The access key ID you provided does not exist in our records.)"  # SeaweedFS's words
     for command in (["stats"], ["serve", "--transport", "http", "--port", str(_free_port())]):
         out = _cli(*command, "--db", f"s3://{BUCKET}/refused", env=wrong)
         assert out.returncode == 2, out.stderr
@@ -397,22 +442,26 @@ def test_refused_credentials_fail_the_cli_and_an_http_server_at_start_naming_wha
 SERVER_WRITES = 12  # per server: remember, correct, revoke, reinstate, link and forget, chosen at random
 
 
-def _three_servers(s3: LocalS3, db: str, tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch) -> PhaseResult:
+def _three_servers(
+    s3: Bucket, db: str, tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch, **server_env: str
+) -> PhaseResult:
     """bench/faults.py's servers part, short: three `corrigenda serve --transport http` processes on one
     store, each written to by its own client at once, on notes the others wrote too (a server forgets
     only notes it wrote, so no other meets a note gone under it). After each write that stored a note
     another server reads it at its next call. Then, from a fresh connection: every acknowledged note
     and event there exactly once (but what an acknowledged forget erased), every chain with a head,
-    history agreeing with the fold, and no byte of a forgotten note's text or vector in any object."""
+    history agreeing with the fold, and no byte of a forgotten note's text or vector in any object.
+    `server_env`: more variables for the servers."""
     for name, value in s3.env.items():  # the checks read the bucket from this process
         monkeypatch.setenv(name, value)
-    return servers_phase(tmp_path, 3, SERVER_WRITES, seed=0, db=db, transport="http", env=s3.env, embedder=embedder)
+    env = {**s3.env, **server_env}
+    return servers_phase(tmp_path, 3, SERVER_WRITES, seed=0, db=db, transport="http", env=env, embedder=embedder)
 
 
 def test_three_http_servers_on_one_bucket_lose_nothing(
-    s3: LocalS3, tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+    s3: SeaweedCluster, tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    refused_before = s3.gate.refused_writes
+    refused_before = s3.requests()["PUT", "412"]
     result = _three_servers(s3, f"s3://{BUCKET}/three", tmp_path, embedder, monkeypatch)
     problems = result.summary()["problems"]
     assert result.clean() and not result.failed and not result.extra["client_closing_errors"], (
@@ -424,8 +473,8 @@ def test_three_http_servers_on_one_bucket_lose_nothing(
     assert result.acknowledged + result.refused == 3 * SERVER_WRITES
     # every note a write stored was read by another server at its next call (a miss is a problem above)
     assert result.extra["seen_by_another_server"] == ops["remember"] + ops["correct"]
-    # the commits really raced: the bucket refused the second of two at once, and Lance tried again
-    assert s3.gate.refused_writes > refused_before
+    # the commits really raced: the bucket refused the second of two at once (412), and the store tried again
+    assert s3.requests()["PUT", "412"] > refused_before
 
 
 def test_the_negative_control_three_servers_lose_writes_on_a_bucket_that_ignores_conditional_writes(
@@ -438,8 +487,12 @@ def test_the_negative_control_three_servers_lose_writes_on_a_bucket_that_ignores
     failing reads hid it): the test above fails on either, so either proves it."""
     # commits held 1 s (local_s3.py; 0.3 s before), so that more commits overlap and an overwrite can
     # land after the writer's read-back of its rows
+    # A server refuses such a store at start (store/storage/conditional_writes.py). Told that it writes
+    # alone (--single-writer) it warns and runs: three started so, wrongly, lose each other's commits.
     with _local_s3("corrigenda-lossy", honour_conditional_writes=False, commit_delay=1.0) as lossy:
-        result = _three_servers(lossy, "s3://corrigenda-lossy/three", tmp_path, embedder, monkeypatch)
+        result = _three_servers(
+            lossy, "s3://corrigenda-lossy/three", tmp_path, embedder, monkeypatch, CORRIGENDA_SINGLE_WRITER="1"
+        )
     assert lossy.gate.conditional_writes == 0  # nothing was guarded
     assert not result.clean(), f"nothing damaged on a bucket without conditional writes: {result.summary()}"
     assert result.lost or result.raw_duplicates or result.corrupt
@@ -447,15 +500,17 @@ def test_the_negative_control_three_servers_lose_writes_on_a_bucket_that_ignores
 
 @pytest.mark.anyio
 async def test_a_bucket_that_stops_answering_fails_the_call_clearly_and_the_next_call_works_once_it_is_back() -> None:
-    with _local_s3("corrigenda-outage") as s3:
+    """The S3 gateway of a cluster of the test's own stopped and started again under a server."""
+    with SeaweedCluster(["corrigenda-outage"]) as s3:
         for running in serve_http("s3://corrigenda-outage/store", env=s3.env):
             async with Client(running.url) as client:
                 before = (await call(client, "remember", text="Written before the outage"))["note"]
-                s3.stop()
+                s3.stop_gateway()
                 error = await call_error(client, "remember", text="Written while the bucket is down")
                 assert "is not answering (the endpoint could not be reached)" in error, error
                 assert "nothing acknowledged before is lost" in error and "Traceback" not in error
-                s3.start()  # the same port, the same objects
+                assert "\n" not in error, error
+                s3.start_gateway()  # the same port, the same objects
                 after = (await call(client, "remember", text="Written once the bucket is back"))["note"]
                 recalled = await call(client, "recall_chains", query="written before the outage")
                 assert recalled["chains"][0]["heads"][0]["id"] == before["id"]

@@ -29,7 +29,7 @@ from corrigenda.store.recall import RetrievalSettings
 from corrigenda.store.storage import limits
 from corrigenda.store.storage import schema as layout
 from corrigenda.store.storage.limits import COMPACT_AT_FRAGMENTS
-from corrigenda.store.storage.location import Bucket
+from corrigenda.store.storage.location import Bucket, Location
 from corrigenda.store.tables import Tables
 from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
@@ -680,3 +680,21 @@ def test_another_process_s_writes_are_read_as_what_they_appended_and_a_compactio
     writer.forget(other.id, reason="erase")
     assert other.id not in {h.id for c in reader.recall("which pool do builds run on?").chains for h in c.heads}
     assert since[-1] is None and whole == ["default"]  # a forget deletes: the scope is read again
+
+
+@pytest.mark.parametrize(
+    ("said", "outage"),
+    [
+        ("Error performing GET http://127.0.0.1:9/b after 3 retries: 500 Internal Server Error: "
+         "<Error><Code>InternalError</Code><Message>We encountered an internal error</Message></Error>", True),
+        ("<Error><Code>SlowDown</Code><Message>Reduce your request rate</Message></Error>", True),
+        ("error sending request for url (http://127.0.0.1:9/b): tcp connect error", True),
+        ("<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message></Error>", False),
+        ("Retryable commit conflict for version 7", False),
+    ],
+)  # fmt: skip
+def test_a_bucket_that_answers_only_with_its_own_failure_is_an_outage_a_disk_never_is(said: str, outage: bool) -> None:
+    """A gateway whose back end is gone (SeaweedFS without its filer) answers every request 500: the call
+    then fails saying what the store answered (StoreUnavailable), not "failed inside the store"."""
+    assert Location.of("s3://bucket/store").unreachable(OSError(said)) is outage
+    assert Location.of("/var/lib/corrigenda").unreachable(OSError(said)) is False

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import InvalidArgument
 from . import limits
-from .retry import _unreachable
+from .retry import _failing, _unreachable
 
 MEMORY = "memory://"  # LanceDB's in-memory storage
 
@@ -68,7 +68,8 @@ class Location:
         return 0
 
     def unreachable(self, exc: Exception) -> bool:
-        """Whether `exc` means the storage stopped answering (a disk does not: its errors are its own)."""
+        """Whether `exc` means the storage stopped answering, or answers only with its own failure (a disk
+        does not: its errors are its own)."""
         return False
 
 
@@ -113,7 +114,7 @@ class Bucket(Location):
         return self.uri.split("://", 1)[0].lower() == "s3"
 
     def unreachable(self, exc: Exception) -> bool:
-        return _unreachable(exc)
+        return _unreachable(exc) or _failing(exc)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,18 @@ def _unreachable(exc: Exception) -> bool:
     return any(sign in text for sign in ("error sending request", "kind: Connect", "tcp connect error", "timed out"))
 
 
+_FAILING = re.compile(
+    r"\b5\d\d (Internal Server Error|Service Unavailable|Bad Gateway|Gateway Timeout)\b|"
+    r"<Code>(InternalError|ServiceUnavailable|SlowDown)</Code>"
+)
+
+
+def _failing(exc: Exception) -> bool:
+    """Whether an error is the object store's own failure (a 5xx answer, after the object store client's
+    retries): a gateway whose back end is gone answers every request so (SeaweedFS without its filer)."""
+    return _FAILING.search(str(exc)) is not None
+
+
 def _store_problem(exc: Exception) -> str:
     """What an object store said, in a few words: its error code and message, or the connection that failed."""
     text = str(exc)

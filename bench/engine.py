@@ -14,7 +14,8 @@ command starts one and waits for it) and warm (an engine running, started and us
   the engine's socket and process are gone);
 - stdio: a `corrigenda serve` spawned by the MCP SDK client, spawn to its first `recall_chains`
   answer (and to the end of the handshake), --runs rounds: off; cold, a first client, which starts
-  the engine; warm, a second client spawned while the first is connected;
+  the engine; warm, a second client spawned while the first is connected (off first in every other
+  round, on first in the others);
 - memory: the summed VmRSS (/proc/PID/status) of every process involved, with three stdio clients
   connected (each has recalled) and `corrigenda ui` open (one search page loaded): engine on, after
   ten CLI calls through it, the engine and its four forwarders; off, the three servers and the web
@@ -30,7 +31,10 @@ Every engine it started is stopped at the end, on failure too.
 
 Run from the repository root:
 
-    .venv/bin/python bench/engine.py [--runs N] [--memory-runs N] [--calls N] [--json PATH]
+    .venv/bin/python bench/engine.py [--runs N] [--memory-runs N] [--calls N] [--json PATH] [--code TREE]
+
+(--code TREE: measure the store/ and server/ of another tree, say the code before a change, its
+results written where --json says; run it beside a run of this tree to compare the two.)
 
 It prints the medians (min-max) against the issue's targets and the ps lines; the results file
 (default bench/results/engine.json) keeps every figure. Linux only (/proc, ps).
@@ -81,9 +85,9 @@ CLIENTS = 3  # stdio clients in the memory sets
 CLI_CALLS = 10  # CLI calls through the engine before its set's memory is read
 FALLBACK = "running in this process"  # forward.dispatch's word when a command could not reach an engine
 # forward.run_command's word when the connection ended without the command's answer. forward.connect
-# reads the engine's hello answer through a buffered reader of its own and drops it, with whatever
-# else it had read: when the answer of a quick command came in the same read, it is lost too, the
-# command having run. Such a run is counted (`lost`) and run again.
+# once read the engine's hello answer through a buffered reader of its own and dropped whatever else
+# it had read: the answer of a quick command that came in the same read was lost, the command having
+# run (it now reads that line a byte at a time). Such a run is still counted (`lost`) and run again.
 LOST = "stopped before it answered"
 ATTEMPTS = 5
 COMMAND_TIMEOUT_S = 300.0
@@ -110,18 +114,18 @@ def seed_texts() -> list[str]:
     return texts
 
 
-def snapshot(folder: Path) -> str:
-    """The repository's code, copied to `folder`/corrigenda and first on this process's path (and on
-    PYTHONPATH for every command the bench runs): an edit of store/ or server/ during the run would
-    otherwise change the engine's identity (forward.code) and start another engine mid-run. Its
-    forward.code()."""
+def snapshot(folder: Path, source: Path = harness.ROOT) -> str:
+    """The code of `source` (this repository unless --code names another tree), copied to
+    `folder`/corrigenda and first on this process's path (and on PYTHONPATH for every command the bench
+    runs): an edit of store/ or server/ during the run would otherwise change the engine's identity
+    (forward.code) and start another engine mid-run. Its forward.code()."""
     if "corrigenda" in sys.modules:
         raise BenchError("corrigenda was imported before its snapshot was taken")
     package = folder / "corrigenda"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
     for part in ("store", "server"):
-        shutil.copytree(harness.ROOT / part, package / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(source / part, package / part, ignore=shutil.ignore_patterns("__pycache__"))
     sys.path.insert(0, str(folder))
     from corrigenda.server.forward import code
 
@@ -357,20 +361,31 @@ def cli_rounds(s: Sitting, runs: int) -> dict[str, dict[str, list[float]]]:
     return times
 
 
-async def stdio_round(s: Sitting) -> dict[str, dict[str, float]]:
-    async with contextlib.AsyncExitStack() as stack:
-        _, connect, first = await s.client(stack, s.off)
-        figures = {"off": {"connect_s": connect, "first_recall_s": first}}
-    await anyio.to_thread.run_sync(s.stop_engine)
-    async with contextlib.AsyncExitStack() as stack:
-        _, connect, first = await s.client(stack, s.on)
-        figures["cold"] = {"connect_s": connect, "first_recall_s": first}
-        _, connect, first = await s.client(stack, s.on)
-        figures["warm"] = {"connect_s": connect, "first_recall_s": first}
-        status = await anyio.to_thread.run_sync(s.status)
-        if len(re.findall(r"^  mcp \(pid", status, re.M)) != 2:
-            raise BenchError(f"two stdio clients are connected, but the engine says:\n{status}")
-    return figures
+async def stdio_round(s: Sitting, off_first: bool) -> dict[str, dict[str, float]]:
+    """One client off, and two on (cold, then warm while the first is connected); which goes first
+    alternates from round to round, so that neither side always meets the other's leftovers (the page
+    cache as one left it, an engine idling beside the off client)."""
+    figures: dict[str, dict[str, float]] = {}
+
+    async def off() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            _, connect, first = await s.client(stack, s.off)
+            figures["off"] = {"connect_s": connect, "first_recall_s": first}
+
+    async def on() -> None:
+        await anyio.to_thread.run_sync(s.stop_engine)
+        async with contextlib.AsyncExitStack() as stack:
+            _, connect, first = await s.client(stack, s.on)
+            figures["cold"] = {"connect_s": connect, "first_recall_s": first}
+            _, connect, first = await s.client(stack, s.on)
+            figures["warm"] = {"connect_s": connect, "first_recall_s": first}
+            status = await anyio.to_thread.run_sync(s.status)
+            if len(re.findall(r"^  mcp \(pid", status, re.M)) != 2:
+                raise BenchError(f"two stdio clients are connected, but the engine says:\n{status}")
+
+    for part in (off, on) if off_first else (on, off):
+        await part()
+    return {way: figures[way] for way in ("off", "cold", "warm")}
 
 
 async def memory_set(s: Sitting, env: dict[str, str], clients: int, web_view: bool, cli_calls: int) -> dict[str, Any]:
@@ -481,6 +496,7 @@ def table(results: dict[str, Any]) -> str:
     first = {way: [r[way]["first_recall_s"] for r in stdio] for way in ("off", "cold", "warm")}
     connect = {way: [r[way]["connect_s"] for r in stdio] for way in ("off", "cold", "warm")}
     median = {way: statistics.median(v) for way, v in first.items()}
+    paired = statistics.median(r["cold"]["first_recall_s"] / r["off"]["first_recall_s"] for r in stdio)
     rows.append(
         ["stdio `serve`: spawn to the end of the handshake (s)", *(_spread(connect[w], 2) for w in connect), "", ""]
     )
@@ -488,7 +504,7 @@ def table(results: dict[str, Any]) -> str:
         ["stdio `serve`: spawn to the first `recall_chains` answer (s); cold: the first client, warm: a second",
          *(_spread(first[w], 2) for w in first), f"warm ≤ {STDIO_WARM_S}; cold ≤ off",
          f"warm {_met(median['warm'] <= STDIO_WARM_S)}; cold {_met(median['cold'] <= median['off'])}, "
-         f"{median['cold'] / median['off']:.2f}× off"]
+         f"{median['cold'] / median['off']:.2f}× off (round by round: median {paired:.2f}×)"]
     )  # fmt: skip
     rss = {key: [r[key]["rss_mib"] for r in memory] for key in ("on", "off", "one_off")}
     processes = {key: memory[0][key]["processes"] for key in rss}
@@ -536,7 +552,7 @@ async def measure(s: Sitting, runs: int, memory_runs: int, calls: int) -> dict[s
     stdio = []
     for i in range(runs):
         with anyio.fail_after(PHASE_TIMEOUT_S):
-            stdio.append(await stdio_round(s))
+            stdio.append(await stdio_round(s, off_first=i % 2 == 0))
         said = ", ".join(f"{w} {f['first_recall_s']:.2f}" for w, f in stdio[-1].items())
         print(f"stdio {i + 1}/{runs}: first recall {said} s", file=sys.stderr)
     memory = []
@@ -554,6 +570,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = harness.parser(__doc__, runs=7, results="engine")
     parser.add_argument("--memory-runs", type=int, default=3, help="rounds of the memory sets (default 3)")
     parser.add_argument("--calls", type=int, default=50, help="recall_chains calls each way (default 50)")
+    parser.add_argument(
+        "--code", type=Path, default=harness.ROOT,
+        help="a tree whose store/ and server/ to measure (default: this one), e.g. the code before a change, "
+        "to compare the two in one sitting",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     os.environ["HF_HUB_OFFLINE"] = "1"
     started = time.monotonic()
@@ -561,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runtime = Path(tempfile.mkdtemp(prefix="be-", dir="/tmp"))
     s = Sitting(root, runtime, root / "code")
     try:
-        s.code = snapshot(root / "code")
+        s.code = snapshot(root / "code", args.code)
         notes = seed(s.db)
         figures = anyio.run(measure, s, args.runs, args.memory_runs, args.calls)
         figures["lost_answers"] = s.lost

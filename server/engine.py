@@ -12,9 +12,16 @@ they no longer race as separate writers of one store.
 It listens before it loads anything heavy (a forwarder that connects waits in the backlog), exits
 after CORRIGENDA_ENGINE_IDLE seconds with no client (default IDLE_DEFAULT), and holds a lock beside
 its socket, so that two forwarders starting engines at once make one: the second finds the lock
-taken and leaves. A socket left by an engine that was killed is replaced by the next one.
+taken and leaves. A socket left by an engine that was killed is replaced by the next one. Beside it
+too, what it serves (`about`: its pid, store and settings), so that a forwarder that needs other
+settings for the same store can say which differ.
 
-Run by forward.py as `python -m corrigenda.server.engine SOCKET STORE MODEL`.
+It listens on a Unix socket (ADDRESS ending in .sock), or on a loopback port it writes into ADDRESS
+(ending in .port; Windows, or CORRIGENDA_ENGINE_TRANSPORT=tcp): anyone on the machine can connect to
+that, so each connection first proves it knows the user's secret (forward.prove) and one that does
+not is refused, and logged, before anything it sent is read.
+
+Run by forward.py as `python -m corrigenda.server.engine ADDRESS STORE MODEL`.
 """
 
 from __future__ import annotations
@@ -35,11 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .forward import CLIENT_VARIABLES, IDLE, code
+from .forward import CLIENT_VARIABLES, FLOOR, IDLE, LOOPBACK, NoEngine, code, dial, proof, user_secret
 
 try:
     import fcntl
-except ImportError:  # Windows: forward.py starts no engine there
+except ImportError:  # Windows: msvcrt's lock instead
     fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
@@ -66,23 +73,42 @@ def _lock(path: Path) -> int | None:
     """The engine's lock beside its socket, held for its life; None when another engine holds it."""
     fd = os.open(path.with_suffix(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+    except OSError:  # BlockingIOError; on Windows a PermissionError
         os.close(fd)
         return None
     return fd
 
 
-def _listen(path: Path) -> socket.socket:
+def _private(path: Path, text: str) -> None:
+    """`text` into `path` (0600), whole or not at all: a reader never sees half of it."""
+    draft = path.with_name(f"{path.name}.{os.getpid()}")
+    with open(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as file:
+        file.write(text)
+    os.replace(draft, path)
+
+
+def _listen(address: Path) -> socket.socket:
+    """A Unix socket at `address` (.sock), born 0600 so that no other user can connect; or a loopback port
+    (.port), written into `address` once it listens."""
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # a killed engine's: the lock says none is running
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    mask = os.umask(0o177)  # the socket is born 0600: no other user can connect
-    try:
-        listener.bind(str(path))
-    finally:
-        os.umask(mask)
-    listener.listen(64)
+        address.unlink()  # a killed engine's: the lock says none is running
+    if address.suffix == ".port":
+        listener = socket.create_server((LOOPBACK, 0), backlog=64)
+        _private(address, json.dumps({"port": listener.getsockname()[1], "pid": os.getpid()}))
+    else:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        mask = os.umask(0o177)
+        try:
+            listener.bind(str(address))
+        finally:
+            os.umask(mask)
+        listener.listen(64)
     listener.settimeout(1.0)
     return listener
 
@@ -108,7 +134,9 @@ class Engine:
         from .config import Settings, build_memory
 
         self.code = code()  # what this process runs: a forwarder of other code is refused
-        self.path, self.listener, self.lock_fd = path, listener, lock
+        self.path, self.listener, self.lock_fd = path, listener, lock  # path: its address, .sock or .port
+        self.key = path.stem  # forward.Target.key: what a connection's proofs are bound to
+        self.tcp = path.suffix == ".port"
         self.settings = Settings(db=store, model=model)
         self.store = os.path.realpath(self.settings.db)
         # The model loads at a stdio client's `initialized` (app.SessionHooks) or a command's first
@@ -127,8 +155,13 @@ class Engine:
     def run(self) -> None:
         from .config import package_version
 
+        about = {"pid": os.getpid(), "store": self.store, "code": self.code, "model": self.settings.model,
+                 "min_similarity": os.environ.get(FLOOR, ""), "address": self.address()}  # fmt: skip
+        _private(self.path.with_suffix(".json"), json.dumps(about))
         threading.Thread(target=self.retire_others, name="corrigenda-retire", daemon=True).start()
-        log.warning("engine %s for %s (pid %d) listening on %s", package_version(), self.store, os.getpid(), self.path)
+        log.warning(
+            "engine %s for %s (pid %d) listening on %s", package_version(), self.store, os.getpid(), self.address()
+        )
         while not self.stopping.is_set():
             try:
                 conn, _ = self.listener.accept()
@@ -146,21 +179,35 @@ class Engine:
         self.stopping.set()
         with contextlib.suppress(OSError):
             self.listener.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        for mine in (self.path, self.path.with_suffix(".json")):
+            with contextlib.suppress(FileNotFoundError):
+                mine.unlink()
         os.close(self.lock_fd)  # the next engine may start while this one finishes its upkeep
         if not self.memory.finish_upkeep(STOP_WAIT):
             log.warning("stopping with upkeep under way; the next upkeep finishes it")
         logging.shutdown()
         os._exit(0)
 
+    def address(self) -> str:
+        """Where it listens, as a person reads it."""
+        if self.tcp:
+            return f"{LOOPBACK}:{self.listener.getsockname()[1]} (its port in {self.path})"
+        return str(self.path)
+
     def _serve(self, conn: socket.socket) -> None:
         with conn:
             reader: BinaryIO = conn.makefile("rb")
             try:
+                checked = self._challenged(conn, reader) if self.tcp else None
                 said = json.loads(reader.readline(HELLO_MAX))
                 kind = said["kind"]
             except (ValueError, KeyError, TypeError, OSError):
+                if self.tcp:
+                    log.warning("refused a connection from %s: it did not follow the protocol", _peer(conn))
+                return
+            if checked is not None and not _same(str(said.get("proof", "")), checked):
+                log.warning("refused a connection from %s: its hello did not prove the user's secret", _peer(conn))
+                _answer(conn, {"ok": False, "why": "refused: the hello did not prove this user's secret"})
                 return
             if kind == "retire":  # from a newer engine of this store, whatever its code (`retire_others`)
                 self._retire(conn, said)
@@ -185,6 +232,17 @@ class Engine:
                 with self.lock:
                     del self.clients[key]
                     self.quiet_since = time.monotonic()
+                _give_back()
+
+    def _challenged(self, conn: socket.socket, reader: BinaryIO) -> str:
+        """Over TCP, before the hello: the client's challenge answered with this engine's proof of the
+        user's secret; the proof the client's hello must carry."""
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        theirs = str(json.loads(reader.readline(HELLO_MAX))["challenge"])
+        ours = os.urandom(16).hex()
+        secret = user_secret(str(self.path.parent))
+        _answer(conn, {"challenge": ours, "proof": proof(secret, "engine", self.key, theirs, ours)})
+        return proof(secret, "client", self.key, theirs, ours)
 
     # -- what each kind of client gets -------------------------------------------------------------
 
@@ -192,28 +250,34 @@ class Engine:
         _answer(conn, {"ok": False, "why": f"unknown kind {said['kind']!r}"})
 
     def _retire(self, conn: socket.socket, said: Mapping[str, Any]) -> None:
-        """Another engine of this store, of other code, has started: stop once the last client leaves."""
-        if said.get("store") == self.store:
+        """Another engine of this store, of other code, has started: stop once the last client leaves. One of
+        this code serves this store with other settings (a model, a floor): both serve their own clients."""
+        if said.get("store") == self.store and said.get("corrigenda") != self.code:
             log.warning(
                 "an engine of other code (%s) serves %s now: stopping when idle", said.get("corrigenda"), self.store
             )
             self.idle = 0.0
             _answer(conn, {"ok": True, "said": f"pid {os.getpid()} stops when its last client leaves"})
         else:
-            _answer(conn, {"ok": False, "why": "another store"})
+            _answer(conn, {"ok": False, "why": "another store, or the same code"})
 
     def retire_others(self) -> None:
         """An engine of this store left by other code (before an upgrade, or an edit of an editable
         install) is asked to stop when idle: one engine, one writer, once its clients are gone."""
-        said = json.dumps({"corrigenda": self.code, "kind": "retire", "store": self.store, "pid": os.getpid()})
-        for other in self.path.parent.glob("*.sock"):
-            if other == self.path:
+        said = {"corrigenda": self.code, "kind": "retire", "store": self.store, "pid": os.getpid()}
+        folder = self.path.parent
+        for stem in sorted({p.with_suffix("") for p in (*folder.glob("*.sock"), *folder.glob("*.port"))}):
+            if stem.name == self.key:
                 continue
-            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(2.0)
-                sock.connect(str(other))
-                sock.sendall(said.encode() + b"\n")
-                sock.recv(1 << 12)
+            with contextlib.suppress(OSError, ValueError, NoEngine):
+                dialed = dial(str(stem))
+                if dialed is None:
+                    continue
+                sock, proven = dialed
+                with sock:
+                    sock.settimeout(2.0)
+                    sock.sendall(json.dumps({"proof": proven, **said} if proven else said).encode() + b"\n")
+                    sock.recv(1 << 12)
 
     def _status(self, conn: socket.socket, reader: BinaryIO, said: dict[str, Any]) -> None:
         _answer(conn, {"ok": True, "said": self.status()})
@@ -314,13 +378,36 @@ class Engine:
             f"engine: pid {os.getpid()}, corrigenda {package_version()} ({self.code}), up {_span(time.time() - self.started)}"
             + (f", {rss:.0f} MiB resident" if rss else ""),
             f"store: {self.store} (model {self.settings.model})",
-            f"socket: {self.path}; log: {self.path.with_suffix('.log')}",
+            f"socket: {self.address()}; log: {self.path.with_suffix('.log')}",
             f"stops after {self.idle:.0f} s with no client ({IDLE}); `corrigenda engine stop` stops it now",
             f"clients: {len(clients) - 1} besides this one",
         ]
         lines += [f"  {c.kind} (pid {c.pid}) in {c.cwd}, for {_span(time.time() - c.since)}" for c in clients
                   if c.kind != "status"]  # fmt: skip
         return "\n".join(lines)
+
+
+def _peer(conn: socket.socket) -> str:
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        host, port = conn.getpeername()[:2]
+        return f"{host}:{port}"
+    return "a client"
+
+
+def _same(said: str, expected: str) -> bool:
+    import hmac  # hashlib's OpenSSL: only an engine on a loopback port needs it
+
+    return hmac.compare_digest(said.encode(), expected.encode())
+
+
+def _give_back() -> None:
+    """The memory a client's work freed, given back to the system: glibc keeps it in the arena of each
+    thread that served a client (one thread per connection) until told (bench/engine.py's memory sets
+    show what it saves). Elsewhere (no glibc) nothing happens."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _answer(conn: socket.socket, said: Mapping[str, Any]) -> None:
@@ -341,6 +428,7 @@ def _rss_mib() -> float | None:
 
 
 def main(argv: list[str]) -> int:
+    os.chdir(os.path.abspath(os.sep))  # the folder it was started in is a client's: never held, never read
     path = Path(argv[0])
     lock = _lock(path)
     if lock is None:

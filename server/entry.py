@@ -1,5 +1,6 @@
 """The `corrigenda` command: through the store's shared engine when it can (forward.py: standard library
-only, so a command served by a warm engine imports nothing heavy), else in this process (cli.py)."""
+only, so a command served by a warm engine imports nothing heavy; `serve` and `ui`, which stay as long
+as their client, go on in a lean interpreter of their own), else in this process (cli.py)."""
 
 from __future__ import annotations
 

@@ -34,6 +34,11 @@ def tool_errors(tool: str) -> Iterator[None]:
         raise ToolError(str(exc)) from exc
     except Exception as exc:
         log.exception("%s failed", tool)
+        if "No space left on device" in str(exc):  # Lance says so in its own words, errno or not
+            raise ToolError(
+                f"{tool} failed: the disk that holds the store is full (no space left on device); nothing of this "
+                "call was stored. Free some space and call again"
+            ) from exc
         raise ToolError(f"{tool} failed inside the store ({type(exc).__name__}); see the server log") from exc
 
 

@@ -5,11 +5,13 @@ killed, and a client of a killed engine hears that its call's outcome is unknown
 
 Every test runs its engines in a runtime folder of its own under /tmp (a Unix socket path holds ~100
 bytes; pytest's tmp_path can be longer) and stops each engine it started (`Engines.close`): an engine
-holds the model, ~500 MB. The module's tests share one engine where starting is not what they test."""
+holds the model, ~500 MB. The module's tests share one engine where starting is not what they test.
+The loopback transport (CORRIGENDA_ENGINE_TRANSPORT=tcp, Windows' own) is tested here on Linux."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import html
 import json
 import os
@@ -22,6 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -377,6 +380,42 @@ def test_each_cli_command_records_its_own_person(shared: Shared) -> None:
     shared.assert_same_engine()
 
 
+def test_an_engine_setting_that_differs_starts_an_engine_of_its_own_and_says_which(shared: Shared) -> None:
+    """The store and the engine's settings (the model, the similarity floor) name an engine: a command
+    that names other settings for a store whose engine runs gets an engine of its own, and one line
+    saying which setting differs. The first engine goes on serving its own clients."""
+    store = os.path.realpath(shared.store)
+    floor = "similarity floor (CORRIGENDA_MIN_SIMILARITY)"
+    other = "sentence-transformers/paraphrase-MiniLM-L3-v2"  # never loaded: `list` embeds nothing
+    try:
+        done = shared.run("list", CORRIGENDA_MIN_SIMILARITY="0.5")
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [
+            f"corrigenda: the engine of {store} (pid {shared.pid}) runs with {floor} the default; this "
+            f"command's {floor} 0.5: starting an engine of its own for that store"
+        ], done.stderr
+        second, said = shared.engines.status(CORRIGENDA_MIN_SIMILARITY="0.5")
+        assert second is not None and second != shared.pid, said
+        again = shared.run("list", CORRIGENDA_MIN_SIMILARITY="0.5")  # its engine runs: nothing to say
+        assert (again.returncode, again.stdout, again.stderr) == (0, done.stdout, "")
+
+        done = shared.run("list", "--model", other)
+        assert done.returncode == 0, done.stderr
+        # the nearest engine is named: the module's differs by the model alone
+        assert done.stderr.splitlines() == [
+            f"corrigenda: the engine of {store} (pid {shared.pid}) runs with model all-MiniLM-L6-v2; this "
+            f"command's model {other}: starting an engine of its own for that store"
+        ], done.stderr
+        third, said = shared.engines.status(shared.store, CORRIGENDA_MODEL=other)
+        assert third not in (None, shared.pid, second), said
+        shared.assert_same_engine()  # not asked to stop: an engine of the same code with other settings
+        assert shared.engines.status(CORRIGENDA_MIN_SIMILARITY="0.5")[0] == second
+    finally:
+        for changes in ({"CORRIGENDA_MIN_SIMILARITY": "0.5"}, {"CORRIGENDA_MODEL": other}):
+            shared.run("engine", "stop", **changes)
+    shared.assert_same_engine()
+
+
 # -- 3. safe by construction --------------------------------------------------------------------------
 
 
@@ -427,8 +466,174 @@ def test_a_socket_path_too_long_runs_the_command_in_its_own_process(shared: Shar
     done = shared.run("list", CORRIGENDA_RUNTIME_DIR=str(deep))
     assert done.returncode == 0 and done.stdout == expected.stdout, done.stderr
     assert "too long" in done.stderr and "running in this process" in done.stderr, done.stderr
+    # a stdio server too: a server of its own, that says so in its client's log
+    shared.engines.env["CORRIGENDA_RUNTIME_DIR"] = str(deep)
+    try:
+        client = Raw(shared.engines, "--db", shared.store)
+        try:
+            client.initialize()
+            listed = client.request(2, "tools/call", {"name": "list_notes", "arguments": {}}, timeout=START)
+            assert listed["result"].get("isError") is not True, listed
+        finally:
+            client.close()
+    finally:
+        shared.engines.env["CORRIGENDA_RUNTIME_DIR"] = str(shared.engines.runtime)
+    assert "too long" in client.errors() and "running in this process" in client.errors(), client.errors()
     assert engine_processes(str(deep)) == []
     assert not list(deep.glob("*.sock")) if deep.exists() else True
+    shared.assert_same_engine()
+
+
+def test_a_stdio_forwarder_is_a_lean_interpreter_that_loads_nothing_from_site_packages(shared: Shared) -> None:
+    """The forwarder that stays for a client's whole session replaces itself with `python -I -S` (no
+    site-packages) that imports no more of the standard library than it uses: no OpenSSL (hashlib
+    loads it), no compiled module from site-packages. Its process is the one the client started."""
+    client = Raw(shared.engines, "--db", shared.store)
+    try:
+        client.initialize()
+        succeeded(_call(client, 2, "A lean forwarder carried this note"))
+        pid = client.proc.pid
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        assert argv[1:4] == ["-I", "-S", "-c"], argv
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        for heavy in ("site-packages", "libcrypto", "libssl", "torch"):
+            assert heavy not in maps, heavy
+        assert f"  mcp (pid {pid})" in shared.engines.status()[1]
+    finally:
+        client.close()
+    assert client.proc.returncode == 0, client.errors()
+    shared.assert_same_engine()
+
+
+def listening(port: int) -> set[str]:
+    """The addresses a socket listens on at `port` (/proc/net/tcp and tcp6, as hex)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, at = local.rsplit(":", 1)
+            if state == "0A" and int(at, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+def tcp_engine(made: Engines) -> tuple[int, int, Path]:
+    """The pid, port and port file of the store's engine over TCP, as `engine status` says them."""
+    pid, said = made.status()
+    found = re.search(r"^socket: 127\.0\.0\.1:(\d+) \(its port in (\S+\.port)\);", said, re.M)
+    assert pid is not None and found, said
+    return pid, int(found[1]), Path(found[2])
+
+
+def exchange(port_file: Path, secret: bytes, hello: dict[str, Any], challenge: bool = True) -> list[bytes]:
+    """A client of the engine `port_file` names, by hand: its challenge, the engine's proof (checked with
+    the user's secret), then `hello` with a proof made from `secret`; every line the engine sent after."""
+    key, real = port_file.stem, bytes.fromhex((port_file.parent / "secret").read_text())
+    with socket.create_connection(("127.0.0.1", json.loads(port_file.read_text())["port"]), timeout=60) as sock:
+        reader = sock.makefile("rb")
+        if challenge:
+            ours = os.urandom(16).hex()
+            sock.sendall(json.dumps({"challenge": ours}).encode() + b"\n")
+            engine = json.loads(reader.readline())
+            assert engine["proof"] == forward.proof(real, "engine", key, ours, engine["challenge"])
+            hello = {"proof": forward.proof(secret, "client", key, ours, engine["challenge"]), **hello}
+        sock.sendall(json.dumps(hello).encode() + b"\n")
+        return reader.readlines()
+
+
+def test_over_tcp_commands_and_sessions_share_one_engine_and_a_hello_without_the_secret_is_refused() -> None:
+    """Windows' transport, chosen here by CORRIGENDA_ENGINE_TRANSPORT=tcp: a loopback port, named by a
+    file in the private runtime folder beside the user's secret (both 0600). Each connection proves it
+    knows the secret, the engine first; a hello that does not is refused, logged, and nothing in it runs."""
+    with engines(CORRIGENDA_ENGINE_TRANSPORT="tcp") as made:
+        wrote = made.run("remember", "The TCP engine holds this note", "--db", made.store)
+        assert wrote.returncode == 0 and "running in this process" not in wrote.stderr, wrote.stderr
+        pid, port, port_file = tcp_engine(made)
+        assert port_file.parent == made.runtime and not list(made.runtime.glob("*.sock"))
+        assert json.loads(port_file.read_text())["port"] == port
+        for private in (port_file, made.runtime / "secret"):
+            assert stat.S_IMODE(private.stat().st_mode) == 0o600, private
+        assert listening(port) == {"0100007F"}  # 127.0.0.1, and nothing else
+        client = Raw(made, "--db", made.store)
+        try:
+            client.initialize()
+            succeeded(_call(client, 2, "A session over TCP wrote this"))
+            assert f"  mcp (pid {client.proc.pid})" in made.status()[1]
+        finally:
+            client.close()
+        assert engine_processes(str(made.runtime)) == [pid]
+        assert count(made, "A session over TCP wrote this") == 1
+
+        real = bytes.fromhex((made.runtime / "secret").read_text())
+        text = "An intruder's note"
+        hello = json.loads(forward.hello("cli", ["remember", text, "--db", made.store], made.env))
+        hello["cwd"] = tempfile.gettempdir()  # scope "default", where `count` looks
+        refused = {"ok": False, "why": "refused: the hello did not prove this user's secret"}
+        assert [json.loads(line) for line in exchange(port_file, os.urandom(32), hello)] == [refused]
+        assert [json.loads(line) for line in exchange(port_file, real[:-1] + b"?", hello)] == [refused]
+        assert exchange(port_file, real, hello, challenge=False) == []  # no challenge first: closed, unanswered
+        log = port_file.with_suffix(".log").read_text()
+        assert log.count("refused a connection from 127.0.0.1:") == 3, log
+        assert log.count("its hello did not prove the user's secret") == 2, log
+        assert count(made, text) == 0
+        # the same hello with the user's secret is served: what refused the others was the proof alone
+        served = [json.loads(line) for line in exchange(port_file, real, hello)]
+        assert served[0] == {"ok": True} and served[1]["status"] == 0, served
+        assert count(made, text) == 1
+        assert made.status()[0] == pid
+
+
+def test_over_tcp_a_killed_engine_is_replaced_and_a_port_held_by_another_is_told_nothing() -> None:
+    """The port file of a killed engine names a port that anyone may hold by now. Its engine gone (the
+    pid in the file), the next command starts another. Should the file name a running process's pid
+    and a port someone else holds (a pid reused), a forwarder sends that port its challenge and nothing
+    else, and runs its command in its own process (a stdio server too, which became a lean forwarder
+    first), saying why."""
+    with engines(CORRIGENDA_ENGINE_TRANSPORT="tcp") as made:
+        assert made.run("remember", "Kept while the port is squatted", "--db", made.store).returncode == 0
+        killed, _, port_file = tcp_engine(made)
+        os.kill(killed, signal.SIGKILL)
+        assert _wait_gone(killed, 10) is not None
+        assert json.loads(port_file.read_text())["pid"] == killed  # left behind
+        done = made.run("list", "--db", made.store)
+        assert done.returncode == 0 and "Kept while the port is squatted" in done.stdout, done.stderr
+        assert done.stderr == ""  # reached a new engine
+        pid, _, _ = tcp_engine(made)
+        assert pid != killed and engine_processes(str(made.runtime)) == [pid]
+        os.kill(pid, signal.SIGKILL)
+        assert _wait_gone(pid, 10) is not None
+
+        heard: list[bytes] = []
+        with socket.create_server(("127.0.0.1", 0)) as squatter:
+            port_file.write_text(json.dumps({"port": squatter.getsockname()[1], "pid": os.getpid()}))
+
+            def listen() -> None:
+                with contextlib.suppress(OSError):  # until the test closes the squatter
+                    while True:
+                        conn, _ = squatter.accept()
+                        with conn:
+                            conn.settimeout(30)
+                            reader = conn.makefile("rb")
+                            heard.append(reader.readline())  # the challenge; then it answers nonsense
+                            conn.sendall(b'{"challenge": "x", "proof": "' + b"0" * 64 + b'"}\n')
+                            heard.extend(reader.readlines())
+
+            listener = threading.Thread(target=listen, daemon=True)  # ends with the test's process
+            listener.start()
+            done = made.run("list", "--db", made.store)
+            assert done.returncode == 0 and "Kept while the port is squatted" in done.stdout, done.stderr
+            assert "did not prove it is your engine; nothing was sent to it" in done.stderr, done.stderr
+            assert "running in this process" in done.stderr
+            client = Raw(made, "--db", made.store)
+            try:
+                client.initialize()
+                listed = client.request(2, "tools/call", {"name": "list_notes", "arguments": {}}, timeout=START)
+                assert "Kept while the port is squatted" in json.dumps(listed), listed
+            finally:
+                client.close()
+            assert "did not prove it is your engine" in client.errors() and "running in this process" in client.errors()
+        assert len(heard) == 2 and all(set(json.loads(line)) == {"challenge"} for line in heard), heard
+        assert engine_processes(str(made.runtime)) == []
 
 
 # -- 4, 5. a killed engine is replaced; forwarders racing make one ------------------------------------
@@ -754,8 +959,11 @@ def test_the_web_view_is_served_by_the_engine_while_its_command_runs(shared: Sha
             break
         assert time.monotonic() - began < 15, "the web view still answers after its command stopped"
         time.sleep(0.2)
+    began = time.monotonic()
+    while f"(pid {web.pid})" in shared.engines.status()[1]:  # its session ends once uvicorn has stopped too
+        assert time.monotonic() - began < 15, shared.engines.status()[1]
+        time.sleep(0.2)
     shared.assert_same_engine()
-    assert f"(pid {web.pid})" not in shared.engines.status()[1]
 
 
 def test_a_new_users_first_recall_at_the_default_store_answers_empty_through_the_engine(fresh: Engines) -> None:
@@ -782,3 +990,88 @@ def test_a_new_users_first_recall_at_the_default_store_answers_empty_through_the
         fresh.run("recall", "how do we deploy?", CORRIGENDA_ENGINE="off"),
     )
     assert (through.returncode, through.stdout, through.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+
+
+# -- 13. a full disk under the engine --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def small_disk(where: Path, mib: int) -> Iterator[Path]:
+    """A file system of `mib` MiB of its own at `where` (a tmpfs): mounting one takes root, so elsewhere
+    the test is skipped, saying so."""
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0700", "tmpfs", str(where)],
+                             capture_output=True, text=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"a full disk is a tmpfs of its own, and mounting one takes root: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:  # lazily: an engine still holding the store lets go of it when it stops
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write `path` until its file system has no space left."""
+    with path.open("wb") as filler:
+        try:
+            while True:
+                filler.write(b"\0" * (1 << 20))
+                filler.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    with contextlib.suppress(OSError), path.open("ab") as filler:  # the last partial block too
+        while True:
+            filler.write(b"\0" * 4096)
+            filler.flush()
+
+
+def listed(made: Engines, store: str) -> list[str]:
+    done = made.run("list", "--db", store, "--json", "--limit", "500")
+    assert done.returncode == 0, done.stderr
+    return sorted(n["text"] for n in json.loads(done.stdout)["notes"])
+
+
+def test_a_write_through_the_engine_to_a_full_disk_fails_clearly_and_loses_nothing(fresh: Engines) -> None:
+    """The store on a disk that fills up: a command's write through the engine fails with a line naming
+    the cause, a session's write is answered with an error (never a hang), everything stored before is
+    still there and read through the same engine, neither failed note was stored, and once there is
+    space again the same engine writes."""
+    with small_disk(fresh.home / "disk", 32) as disk:
+        store = str(disk / "store")
+        fresh.stores.add(store)
+        kept = ["The nightly backup runs at 02:00", "The backup is kept for 30 days"]
+        for text in kept:
+            done = fresh.run("remember", text, "--db", store)
+            assert done.returncode == 0, done.stderr
+        pid, said = fresh.status(store)
+        assert pid is not None, said
+        client = Raw(fresh, "--db", store)
+        try:
+            client.initialize()
+            filler = disk / "filler"
+            fill(filler)
+
+            failed = fresh.run("remember", "A note for a full disk", "--db", store)
+            assert failed.returncode != 0, failed.stdout
+            assert failed.stderr.startswith("corrigenda: remember failed:"), failed.stderr
+            assert "No space left on device" in failed.stderr, failed.stderr
+            assert "running in this process" not in failed.stderr
+            answer = _call(client, 2, "A session's note for a full disk", timeout=60)
+            assert answer["result"]["isError"] is True, answer
+            said = answer["result"]["content"][0]["text"]
+            assert "remember failed: the disk that holds the store is full" in said, answer
+            assert listed(fresh, store) == sorted(kept)  # read while the disk is still full
+
+            filler.unlink()
+            succeeded(_call(client, 3, "The backup is verified every Sunday", timeout=60))
+        finally:
+            client.close()
+        done = fresh.run("remember", "The backup is copied off site", "--db", store)
+        assert done.returncode == 0, done.stderr
+        assert listed(fresh, store) == sorted(
+            [*kept, "The backup is verified every Sunday", "The backup is copied off site"]
+        )
+        assert fresh.status(store)[0] == pid
+        assert "No space left on device" in fresh.logs()  # the session's failure, in the engine's log
+        fresh.run("engine", "stop", "--db", store)
+        _wait_gone(pid, 30)

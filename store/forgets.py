@@ -3,38 +3,22 @@ of the events naming it from every file (storage/erasure.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-
 from .chains import note_view
 from .checks import checked_reason, new_event
 from .commit import Commits
-from .embedder import Embedder
 from .errors import NotFound
-from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id
-from .lookup import Lookup
 from .model import EventKind
 from .part import Part
-from .recall import RetrievalSettings
-from .tables import Tables
 from .views import Forgotten, NoteView
 
 
 class Forgets(Part):
     """`forget`, and the commits of every write (commit.py), which withdraw a note by forgetting it."""
 
-    def __init__(
-        self,
-        tables: Tables,
-        graphs: Graphs,
-        lookup: Lookup,
-        embedder: Embedder,
-        clock: Callable[[], datetime],
-        settings: RetrievalSettings,
-    ) -> None:
-        super().__init__(tables, graphs, lookup, embedder, clock, settings)
-        self.commits = Commits(tables, graphs, lookup, embedder.name, clock, self._withdraw)
+    def __init__(self, part: Part) -> None:
+        super().__init__(part.tables, part.graphs, part.lookup, part.embedder, part.clock, part.settings)
+        self.commits = Commits(self.tables, self.graphs, self.lookup, self.embedder.name, self.clock, self._withdraw)
 
     def forget(self, note_id: str, reason: str, actor: str | None = None) -> Forgotten:
         """Delete a note for real, with every event that names it, and say what that changed.

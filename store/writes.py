@@ -69,7 +69,7 @@ class Writes(Part):
     ) -> None:
         super().__init__(tables, graphs, lookup, embedder, clock, settings)
         self.subjects = subjects.Subjects(tables, graphs, lookup, embedder, clock, settings)
-        self.forgets = Forgets(tables, graphs, lookup, embedder, clock, settings)
+        self.forgets = Forgets(self)
         self.commits = self.forgets.commits
         self.confirms = Confirms(self, self.commits)
 

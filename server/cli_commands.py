@@ -178,8 +178,8 @@ def _check_every(c: Call) -> None:
 def _subject(c: Call) -> None:
     if c.args.subject is None:
         found = c.memory.one_value_subjects(c.scope)
-        listed = json.dumps([e.model_dump(mode="json") for e in found], ensure_ascii=False, indent=2)
-        print(listed if c.args.json else render.one_value_subjects(found, c.scope))
+        listed = {"scope": c.scope, "one_value": [e.model_dump(mode="json") for e in found]}
+        _show(listed, render.one_value_subjects(found, c.scope), c.args.json)
         return
     declared = c.memory.declare_subject(c.args.subject, scope=c.scope, one_value=not c.args.many_values,
                                         reason=c.args.reason, actor=c.actor)  # fmt: skip

@@ -175,7 +175,7 @@ def measure(
     memory: Memory, when: str, queries: Sequence[Sequence[float]], sample: int, seed: int, log: LanceLog
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    table = memory.tables.notes_table()
+    table = memory.tables.handles.notes_table()
     assert table is not None
     table.checkout_latest()
     ids, vectors, addresses = table_vectors(table)
@@ -183,7 +183,7 @@ def measure(
 
     recalls = []
     for vector in queries:
-        found = {h.id for h in memory.tables.vector_search(vector, SCOPE, None, PLAIN_TOP)}
+        found = {h.id for h in memory.tables.search.vector_search(vector, SCOPE, None, PLAIN_TOP)}
         exact = set(nearest_ids(table, vector, SCOPE, exact=True))
         recalls.append(len(found & exact) / max(1, len(exact)))
 
@@ -193,7 +193,7 @@ def measure(
     in_named = [i for i in picked if partition_of is not None and int(partition_of[i]) in named]
     missed, unreachable = [], []
     for i in picked:
-        if ids[i] in {h.id for h in memory.tables.vector_search(vectors[i], SCOPE, None, PLAIN_TOP)}:
+        if ids[i] in {h.id for h in memory.tables.search.vector_search(vectors[i], SCOPE, None, PLAIN_TOP)}:
             continue
         missed.append(i)
         if ids[i] in nearest_ids(table, vectors[i], SCOPE, exact=True):
@@ -230,9 +230,9 @@ def settle(memory: Memory) -> int:
     """Compact until upkeep is no longer due (the first call waits for a compaction under way)."""
     rounds = 0
     while rounds < SETTLE_ROUNDS:
-        memory.tables.compact()
+        memory.tables.upkeep.compact()
         rounds += 1
-        if not memory.tables.upkeep_due():
+        if not memory.tables.upkeep.upkeep_due():
             break
     return rounds
 

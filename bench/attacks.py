@@ -101,7 +101,7 @@ class Store:
 
     def fingerprint(self) -> str:
         with self.memory() as memory:
-            lines = list(memory.export(vectors=True))[1:] if memory.tables.scopes() else []
+            lines = list(memory.export(vectors=True))[1:] if memory.tables.search.scopes() else []
         return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
@@ -519,7 +519,7 @@ def run_imports(folder: Path, embedder: SentenceTransformerEmbedder) -> list[Row
             api, api_refused = f"{type(exc).__name__}: {exc}", True
         after_api = target.fingerprint()
         with target.memory() as memory:  # the two notes a crafted line tried to revoke or erase
-            intact = memory.history(kept).note.state.value == "active" and bool(memory.tables.notes([secret]))
+            intact = memory.history(kept).note.state.value == "active" and bool(memory.tables.search.notes([secret]))
         refused = done.returncode != 0
         agrees = refused == api_refused and (not refused or api.endswith(told.removeprefix("import: ")))
         rows.append(

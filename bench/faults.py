@@ -12,7 +12,7 @@ times, on real LanceDB stores in a temporary directory, and checks the store aft
    and then checks the store from a fresh `Memory`, as a new process would:
    - writes: remember (sometimes with supersedes or depends_on), correct, link (supersedes or
      depends_on), revoke and reinstate, on notes of this trial and earlier ones;
-   - compaction: the same writes while a second thread calls `tables.compact()` in a loop, a third
+   - compaction: the same writes while a second thread calls `tables.upkeep.compact()` in a loop, a third
      of the time with `keep_versions_for=0` (every older version removed), so kills land inside
      compaction;
    - forget: the parent stores a batch of notes with secrets (four inside one multi-row write with
@@ -58,7 +58,7 @@ times, on real LanceDB stores in a temporary directory, and checks the store aft
    failed while the store was out is made again at the end. Then the checks below.
 
 The checks, after every kill and at the end of parts 2, 3 and 5:
-- lost: acknowledged notes that `tables.notes` does not return, and acknowledged events that the
+- lost: acknowledged notes that `tables.search.notes` does not return, and acknowledged events that the
   fold of the whole scope does not show (but those a later acknowledged forget erased with its note);
 - duplicated: ids held by more than one raw row of either table, read with Arrow before readers'
   dedupe. store/storage/handles.py says a retried append can leave such a row and readers keep the first; nothing
@@ -376,9 +376,9 @@ def check_store(
     found = Check()
     try:
         memory = Memory(uri, embedder)
-        counted = memory.tables.count()
+        counted = memory.tables.search.count()
         found.notes, found.events = counted["notes"], counted["events"]
-        notes_table, events_table = memory.tables.notes_table(), memory.tables.events_table()
+        notes_table, events_table = memory.tables.handles.notes_table(), memory.tables.handles.events_table()
         note_rows, event_rows = raw_ids(notes_table), raw_ids(events_table)
     except Exception as exc:
         found.corrupt.append(f"the store does not open or count: {exc!r}")
@@ -389,8 +389,8 @@ def check_store(
     stored = {}
     try:
         for start in range(0, len(note_rows), 500):
-            stored.update(memory.tables.notes(list(note_rows)[start : start + 500]))
-        _, events = memory.tables.scope_events(SCOPE)
+            stored.update(memory.tables.search.notes(list(note_rows)[start : start + 500]))
+        _, events = memory.tables.events.scope_events(SCOPE)
         now = datetime.now(UTC) + timedelta(minutes=1)
         folded = fold(stored.values(), events, now)
     except Exception as exc:
@@ -598,7 +598,9 @@ def compact_forever(memory: Memory, rng: random.Random, say: Say) -> None:
         keep = timedelta(0) if rng.random() < 1 / 3 else None
 
         def work(keep: timedelta | None = keep) -> dict[str, Any]:
-            ran = memory.tables.compact() if keep is None else memory.tables.compact(keep_versions_for=keep)
+            ran = (
+                memory.tables.upkeep.compact() if keep is None else memory.tables.upkeep.compact(keep_versions_for=keep)
+            )
             return {"ran": ran}
 
         say.perform("compact", work, keep_versions_for="0" if keep is not None else "default")
@@ -915,7 +917,7 @@ def settle(
 def finish_forget(db: str, embedder: Embedder, note_id: str, ledger: Ledger, result: PhaseResult, trial: int) -> str:
     """A forget the kill cut: whole or gone, never half; then a retry must finish it."""
     reader = Memory(db, embedder)
-    tombstoned = reader.tables.tombstone(note_id) is not None
+    tombstoned = reader.tables.events.tombstone(note_id) is not None
     try:
         reader.history(note_id)
         readable = True

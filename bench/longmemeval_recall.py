@@ -155,7 +155,7 @@ class PlainHybrid:
         import pyarrow as pa
         from lancedb.index import FTS
 
-        notes = memory.tables.scope_notes(scope, with_vectors=True)  # as the store reads them, once each
+        notes = memory.tables.search.scope_notes(scope, with_vectors=True)  # as the store reads them, once each
         rows = pa.table(
             {
                 "id": [n.id for n, _ in notes],

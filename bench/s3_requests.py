@@ -44,8 +44,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import harness
-from corrigenda.store import Draft, Memory, tables
+from corrigenda.store import Draft, Memory
 from corrigenda.store.storage import limits
+from corrigenda.store.storage.compaction import Compaction
 from corrigenda.store.storage.erasure import Erasure
 from corrigenda.store.storage.upkeep import Upkeep
 from local_s3 import KINDS, LocalS3, kind
@@ -89,12 +90,12 @@ def run(
     if compact_at is not None:
         limits.COMPACT_AT_FRAGMENTS_REMOTE = compact_at
     if two_pass:
-        tables.Tables.clean_versions = two_pass_clean  # type: ignore[method-assign]
+        Compaction.clean_versions = two_pass_clean  # type: ignore[method-assign]
     done: Counter[str] = Counter()
 
     writes_since_check: Counter[int] = Counter()  # by store opened (id of its Tables), as each counts its own
 
-    def in_line(self: Upkeep) -> None:  # Tables.after_write, with the compaction in this thread
+    def in_line(self: Upkeep) -> None:  # Upkeep.after_write, with the compaction in this thread
         writes_since_check[id(self)] += 1
         if writes_since_check[id(self)] >= limits.UPKEEP_CHECK_EVERY_REMOTE:  # on a bucket: remote
             writes_since_check[id(self)] = 0
@@ -102,7 +103,7 @@ def run(
             done["compactions"] += self.compact_if_due()
             counting.phase = before
 
-    real_erase = tables.Tables.erase_forgotten
+    real_erase = Erasure.erase_forgotten
 
     def erase(self: Erasure, wait: float = limits.ERASE_WAIT, events: Collection[str] = ()) -> list[str]:
         before, counting.phase = counting.phase, "erasure"
@@ -112,11 +113,11 @@ def run(
             counting.phase = before
             done["erasure passes"] += 1
 
-    tables.Tables.after_write = in_line  # type: ignore[method-assign]
-    tables.Tables.erase_forgotten = erase  # type: ignore[method-assign]
+    Upkeep.after_write = in_line  # type: ignore[method-assign]
+    Erasure.erase_forgotten = erase  # type: ignore[method-assign]
     try:
         memory = Memory(f"s3://{BUCKET}/store")
-        memory.tables.erase_later = False  # the pass in line, in the forget
+        memory.tables.erasure.erase_later = False  # the pass in line, in the forget
         other = Memory(memory.tables.uri, memory.embedder) if other_writer else None
         rng = random.Random(seed)
         ids: list[str] = []

@@ -14,7 +14,7 @@ process and one run:
   with `Tables.add_events` (store `Event`s, batches of 10,000), not through `correct`/`link`: at
   100k and 1M one call per edge would take longer than the rest of the run. The writes measured
   below go through the store's own calls;
-- upkeep: `memory.tables.compact()` (the store's public upkeep), then the indexes `list_indices()`
+- upkeep: `memory.tables.upkeep.compact()` (the store's public upkeep), then the indexes `list_indices()`
   reports on the notes and events tables;
 - recall: 60 questions paraphrasing the corpus's subjects, each timed through `Memory.recall` (the
   default budget) with the query's vector embedded beforehand (the model excluded: every query is
@@ -864,13 +864,13 @@ def measure_recalls(
         memory.recall(q.text, scope=scope)
         with_model_s.append(time.perf_counter() - started)
 
-    table = memory.tables.notes_table()
+    table = memory.tables.handles.notes_table()
     assert table is not None
     table.checkout_latest()  # the exact neighbours of every row: appends go through the store's views, not this table
     for q, v, rec, ps, wm, es, res in zip(
         corpus.queries, vectors, recall_s, plain_s, with_model_s, embed_s, delivered, strict=True
     ):
-        store_ids = {h.id for h in memory.tables.vector_search(v, scope, None, PLAIN_TOP)}
+        store_ids = {h.id for h in memory.tables.search.vector_search(v, scope, None, PLAIN_TOP)}
         exact = set(nearest_ids(table, v, scope, exact=True))
         plain_recall = None
         if plain.ann:
@@ -943,7 +943,7 @@ def measure_graph_cache(
     get_cached, get_read = ms_summary(get_cached_s), ms_summary(get_read_s)
 
     peer = Memory(memory.tables.uri, embedder, clock=lambda: NOW, storage_options=None)  # as run_size's
-    notes = [note.id for note, _ in peer.tables.scope_notes(scope)]
+    notes = [note.id for note, _ in peer.tables.search.scope_notes(scope)]
     rng = random.Random(f"{scope}:peer")
     after_peer_s: list[float] = []
     for q in corpus.queries:
@@ -1049,12 +1049,15 @@ def timed_links(memory: Memory, ids: Sequence[str], pairs: Sequence[tuple[int, i
 def upkeep_state(memory: Memory) -> dict[str, Any]:
     """What upkeep has left to do: each table's fragments, and its rows outside the `id` index; and the
     vector index's shape, (partitions, segments)."""
-    state: dict[str, Any] = {"fragments": memory.tables.fragments()}
-    for name, table in (("notes", memory.tables.notes_table()), ("events", memory.tables.events_table())):
+    state: dict[str, Any] = {"fragments": memory.tables.compaction.fragments()}
+    for name, table in (
+        ("notes", memory.tables.handles.notes_table()),
+        ("events", memory.tables.handles.events_table()),
+    ):
         stats = table.index_stats("id_idx") if table is not None else None
         state[f"{name}_unindexed_rows"] = stats.num_unindexed_rows if stats is not None else None
-    notes = memory.tables.notes_table()
-    state["vector_index_shape"] = memory.tables.vector_index_shape(notes) if notes is not None else None
+    notes = memory.tables.handles.notes_table()
+    state["vector_index_shape"] = memory.tables.indexes.vector_index_shape(notes) if notes is not None else None
     return state
 
 
@@ -1070,7 +1073,7 @@ def measure_burst(
 ) -> dict[str, Any]:
     """Issue 36: `--burst C,L` corrections then links, back to back (their seconds are the writes
     counted), then at once the queries, recall and plain interleaved as in `measure_recalls` (no
-    warm-up: the first queries after the writes are the case); then, once `tables.compact()` has
+    warm-up: the first queries after the writes are the case); then, once `tables.upkeep.compact()` has
     settled upkeep (waiting for one under way), the same queries again. The plain table is the
     settled one throughout: the burst's writes are the store's alone."""
     corrections, links = args.burst
@@ -1087,7 +1090,7 @@ def measure_burst(
     if args.profile:
         after["profile"] = profiled(partial(memory.recall, corpus.queries[0].text, scope=scope), args.profile)
     started = time.perf_counter()
-    memory.tables.compact()
+    memory.tables.upkeep.compact()
     settle_s = time.perf_counter() - started
     settled_state = upkeep_state(memory)
     settled_recall_s, settled_plain_s, _ = interleaved(memory, plain, corpus, vectors, scope)
@@ -1202,14 +1205,14 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
     write_events(memory, events)
     events_seconds = time.perf_counter() - t
     t = time.perf_counter()
-    compacted = memory.tables.compact()
+    compacted = memory.tables.upkeep.compact()
     compact_seconds = time.perf_counter() - t
-    notes_table = memory.tables.notes_table()
+    notes_table = memory.tables.handles.notes_table()
     assert notes_table is not None
 
     result = SizeResult(
         size=label, notes=int(notes_table.count_rows()), scopes=scopes, measured_scope=scope,
-        events=int(memory.tables.events_table().count_rows()), stand_in=stand_in_note, store=store_uri,
+        events=int(memory.tables.handles.events_table().count_rows()), stand_in=stand_in_note, store=store_uri,
         plain_store=plain_uri,
     )  # fmt: skip
     result.build = {
@@ -1236,7 +1239,10 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
         result.build["stand_in_import_seconds"] = stand_in_import.seconds
         result.build["stand_in_import_rate"] = stand_in_import.notes / stand_in_import.seconds
         result.build["stand_in_embed_share"] = stand_in_import.embed_seconds / stand_in_import.seconds
-    result.indexes = {"notes": describe_indexes(notes_table), "events": describe_indexes(memory.tables.events_table())}
+    result.indexes = {
+        "notes": describe_indexes(notes_table),
+        "events": describe_indexes(memory.tables.handles.events_table()),
+    }
     del events
     gc.collect()
 
@@ -1358,7 +1364,7 @@ def table(results: Sequence[SizeResult]) -> str:
             lambda r: f"{r.build['stand_in_import_rate']:.0f} ({r.build['stand_in_import_notes']:,} notes, "
             f"{100 * r.build['stand_in_embed_share']:.0f} % in the stand-in)" if "stand_in_import_rate" in r.build else "-"),
         row("edges written (direct add_events) s", lambda r: f"{r.build['events_seconds']:.1f}"),
-        row("upkeep: tables.compact() s", lambda r: f"{r.build['compact_seconds']:.1f}"),
+        row("upkeep: tables.upkeep.compact() s", lambda r: f"{r.build['compact_seconds']:.1f}"),
         row("events in the scope's in-memory graph", lambda r: f"{r.graph_events:,}"),
         row("RSS after the size / peak so far MiB", lambda r: f"{r.rss_mib:.0f} / {r.peak_rss_mib:.0f}"),
         row("stored: store / plain table MiB" + (" (objects in the bucket)" if remote else " (on disk)"),
@@ -1397,7 +1403,7 @@ def burst_table(results: Sequence[SizeResult]) -> str:
             lambda b: f"{b['after']['ratio_p50']:.2f} ({b['after']['ratio_per_query_median']:.2f})"),
         row("right after: notes / events table, fragments; rows outside the id index",
             lambda b: state(b["after"]["upkeep_state"])),
-        row("upkeep settled (tables.compact()) s", lambda b: f"{b['settle_seconds']:.1f}"),
+        row("upkeep settled (tables.upkeep.compact()) s", lambda b: f"{b['settle_seconds']:.1f}"),
         row("settled: recall / plain p50 ms", lambda b: f"{b['settled']['recall']['p50_ms']:.1f} / "
             f"{b['settled']['plain_hybrid']['p50_ms']:.1f}"),
         row("settled: ratio of p50s (median per query)",

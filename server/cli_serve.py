@@ -80,7 +80,7 @@ def serve(args: argparse.Namespace, settings: Settings, missing: str | None) -> 
             try:
                 # a bucket that cannot be opened stops it before it listens
                 if Location.of(settings.db).directory is None:
-                    Tables(settings.db, settings.storage_options).count()
+                    Tables(settings.db, settings.storage_options).search.count()
                 routes = []
                 if settings.ui:
                     from .ui import PREFIX, announcement, mounted_ui

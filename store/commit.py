@@ -112,7 +112,7 @@ class Commits:
         """NotFound, leaving nothing of the write, if a tombstone of a note it names was committed before
         the write's events (`mine`) and after its check; where the version before `mine` is no longer kept,
         if any tombstone of one is there now."""
-        raced = self.tables.events_committed_before(mine, [EventKind.FORGETS], named)
+        raced = self.tables.events.events_committed_before(mine, [EventKind.FORGETS], named)
         if raced is None:  # that version is gone: what is there now
             raced = [e for e in self.graphs.get(written[0].scope).all_events()
                      if e.kind is EventKind.FORGETS and e.dst in named]  # fmt: skip
@@ -122,7 +122,7 @@ class Commits:
         if note is not None:  # the note's tombstone; its erasure takes the events naming it
             self.withdraw(note.id, "withdrawn: a note it named was forgotten while it was being written")
         else:
-            self.tables.erase_forgotten(events=[e.id for e in written])
+            self.tables.erasure.erase_forgotten(events=[e.id for e in written])
             self.graphs.drop_all()
         field, target = next((f, t) for f, ids in targets.items() for t in ids if t in forgotten)
         raise NotFound("note", target, field)
@@ -139,7 +139,7 @@ class Commits:
         it folded: one revoked since, say) is not one; of the others, those whose note the notes table held
         at the version before this write's note are. Where that version is no longer kept (an erasure pass
         keeps only the latest), the rivals stored now that are earlier by (recorded_at, id) are."""
-        self.tables.catch_up_events()
+        self.tables.events.catch_up_events()
         events = self.graphs.get(note.scope).all_events()
         known = {e.id for e in before.events}
         forgotten = {e.dst for e in events if e.kind is EventKind.FORGETS}
@@ -153,6 +153,8 @@ class Commits:
         first = self.tables.notes_committed_before(self.written.notes, sorted(rivals))
         if first is None:
             first = {
-                i for i in self.tables.notes(sorted(rivals)) if (rivals[i].recorded_at, i) < (note.recorded_at, note.id)
+                i
+                for i in self.tables.search.notes(sorted(rivals))
+                if (rivals[i].recorded_at, i) < (note.recorded_at, note.id)
             }
         return [rivals[i] for i in sorted(first)]

@@ -37,7 +37,7 @@ class Confirms(Part):
             before = self.lookup.load(note.scope, now, [note])
             exist(before, {note_id: note}, {"note_id": [note_id]})
         except NotFound:
-            tombstone = self.tables.tombstone(note_id)
+            tombstone = self.tables.events.tombstone(note_id)
             if tombstone is None:
                 raise
             day = tombstone.recorded_at.date().isoformat()

@@ -32,8 +32,8 @@ class Forgets(Part):
         """
         reason = checked_reason(reason)
         check_id(note_id, "note_id", prefix=NOTE_PREFIX)
-        note = self.tables.notes([note_id]).get(note_id)
-        tombstone = self.tables.tombstone(note_id)
+        note = self.tables.search.notes([note_id]).get(note_id)
+        tombstone = self.tables.events.tombstone(note_id)
         if note is None and tombstone is None:
             raise NotFound("note", note_id, "note_id")
         now = self.clock()
@@ -49,12 +49,12 @@ class Forgets(Part):
                 for n in sorted(before.notes)
                 if n in after.notes and after.state(n) is not before.state(n)
             ]
-        removed = self.tables.erasure_events([note_id])
-        erased = not fresh and bool(self.tables.erased([note_id]))
-        if not erased and self.tables.erase_later:
-            self.tables.erase_soon()
+        removed = self.tables.erasure.erasure_events([note_id])
+        erased = not fresh and bool(self.tables.erasure.erased([note_id]))
+        if not erased and self.tables.erasure.erase_later:
+            self.tables.erasure.erase_soon()
         elif not erased:
-            self.tables.erase_forgotten()
+            self.tables.erasure.erase_forgotten()
             erased = True
         self.graphs.drop_all()
         return Forgotten(
@@ -64,5 +64,5 @@ class Forgets(Part):
 
     def _withdraw(self, note_id: str, reason: str) -> None:
         """Forget a note this process just wrote, as the operation `forget` does (catching up first)."""
-        self.tables.refresh()
+        self.tables.handles.refresh()
         self.forget(note_id, reason=reason)

@@ -90,10 +90,10 @@ class Imports(Part):
         """The current notes of `scope` (at `at`) whose text is one of `texts`, by text (the earliest
         recorded, where two are), and the fold that says they are current. One scan of the scope's ids
         and texts, the vectors left out; the notes found are then read and folded by id."""
-        table = self.tables.notes_table()
+        table = self.tables.handles.notes_table()
         if table is None or not texts:
             return {}, fold([], [], at)
-        rows = self.tables.scan(table, ["id", "text"], where.scope_is(scope))
+        rows = self.tables.handles.scan(table, ["id", "text"], where.scope_is(scope))
         same = rows.filter(pc.is_in(rows["text"], value_set=pa.array(sorted(texts))))
         ids = list(dict.fromkeys(same["id"].to_pylist()))
         if not ids:

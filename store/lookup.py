@@ -26,7 +26,7 @@ class Lookup:
     def reader(self, scope: str, also: Sequence[Note] = ()) -> ScopeReader:
         """A reader of `scope` for one call (reader.py): what recall and the writes' checks read through.
         It reads the store as this process last caught up with it: an operation (`recall`, a write)
-        catches up first; a caller outside one calls `tables.refresh()` before, if it must see every
+        catches up first; a caller outside one calls `tables.handles.refresh()` before, if it must see every
         process's latest writes."""
         return ScopeReader(self.tables, self.graphs, scope, also)
 
@@ -42,12 +42,12 @@ class Lookup:
         """The note a write or a look names, kept or read (whether it still exists is for the fold to say:
         a kept note another process forgot is dropped by its tombstone)."""
         check_id(note_id, field, prefix=NOTE_PREFIX)
-        found = self.graphs.notes_anywhere([note_id], self.tables.notes)
+        found = self.graphs.notes_anywhere([note_id], self.tables.search.notes)
         if note_id not in found:
             # Before saying so, one more look at the latest version: in a bucket test, a server's read
             # once missed a note another server had just acknowledged (docs/faults.md, "Known limits").
-            self.tables.refresh()
-            found = self.tables.notes([note_id])
+            self.tables.handles.refresh()
+            found = self.tables.search.notes([note_id])
         if note_id not in found:
             raise NotFound("note", note_id, field)
         return found[note_id]

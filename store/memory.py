@@ -46,12 +46,12 @@ def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concaten
 
     def operation(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            self.tables.refresh()
+            self.tables.handles.refresh()
             return method(self, *args, **kwargs)
         except CorrigendaError:
             raise
         except Exception as exc:
-            outage = self.tables.outage(exc)
+            outage = self.tables.handles.outage(exc)
             if outage is None:
                 raise
             raise outage from exc
@@ -98,8 +98,8 @@ class Memory:
     ) -> None:
         self.tables = Tables(uri, storage_options)
         self.graphs = Graphs(
-            self.tables.events_version, self.tables.scope_events, self.tables.scope_rows, self.tables.events_since,
-            catch_up_from=self.tables.catch_up_from,
+            self.tables.events.events_version, self.tables.events.scope_events, self.tables.search.scope_rows, self.tables.events.events_since,
+            catch_up_from=self.tables.events.catch_up_from,
         )  # fmt: skip
         self.embedder = embedder or SentenceTransformerEmbedder()
         self.clock = clock
@@ -115,10 +115,10 @@ class Memory:
 
         def load() -> None:
             try:
-                self.tables.check_model(self.embedder.name)
+                self.tables.handles.check_model(self.embedder.name)
                 self.embedder.embed(["warm up"])
-                self.tables.erase_soon()  # what a process that forgot and then stopped left, if anything
-                self.tables.compact_if_due()
+                self.tables.erasure.erase_soon()  # what a process that forgot and then stopped left, if anything
+                self.tables.upkeep.compact_if_due()
             except CorrigendaError as exc:  # each call will meet (and report) the same problem
                 log.error("%s", exc)
             except Exception:
@@ -160,7 +160,7 @@ class Memory:
     def finish_upkeep(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the erasures this process's forgets left under way (object
         storage) and for a compaction it is running: before a server stops. Whether none is left."""
-        return self.tables.finish_upkeep(timeout)
+        return self.tables.upkeep.finish_upkeep(timeout)
 
     # -- reading: reads.py --------------------------------------------------------------------
 

@@ -30,13 +30,13 @@ class ScopeReader:
 
     def check_model(self, name: str) -> None:
         """StoreError unless the store's vectors were made by the model `name` (Tables.check_model)."""
-        self.tables.check_model(name)
+        self.tables.handles.check_model(name)
 
     def text_search(self, query: str, as_of: datetime | None, limit: int) -> list[Hit]:
-        return self.tables.text_search(query, self.scope, as_of, limit)
+        return self.tables.search.text_search(query, self.scope, as_of, limit)
 
     def vector_search(self, vector: Sequence[float], as_of: datetime | None, limit: int) -> list[Hit]:
-        return self.tables.vector_search(vector, self.scope, as_of, limit)
+        return self.tables.search.vector_search(vector, self.scope, as_of, limit)
 
     def found(self, ids: Sequence[str]) -> dict[str, Note]:
         """The notes searches found, read in one go with the notes their chains and prerequisites reach
@@ -69,10 +69,10 @@ class ScopeReader:
 
     def vectors(self, ids: Iterable[str]) -> Mapping[str, np.ndarray]:
         """Stored embeddings of notes of the scope by id: those kept, the others read."""
-        return self.graphs.vectors_of(self.scope, ids, self.tables.vectors)
+        return self.graphs.vectors_of(self.scope, ids, self.tables.search.vectors)
 
     def _notes_and_their_vectors(self, ids: Iterable[str]) -> dict[str, Note]:
         """Notes by id; their vectors, where read along, kept for the near-duplicate pass."""
-        notes, vectors = self.tables.notes_with_vectors(ids)
+        notes, vectors = self.tables.search.notes_with_vectors(ids)
         self.graphs.vectors.put(vectors)
         return notes

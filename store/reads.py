@@ -28,7 +28,7 @@ class Reads(Part):
     def tombstone(self, note_id: str) -> Event | None:
         """The `forgets` event that erased a note, if one did: when, by whom and why (never its text)."""
         check_id(note_id, "note_id", prefix=NOTE_PREFIX)
-        return self.tables.tombstone(note_id)
+        return self.tables.events.tombstone(note_id)
 
     def history(self, note_id: str, as_of: datetime | None = None) -> NoteHistory:
         note = self.lookup.note(note_id, "note_id")
@@ -81,7 +81,7 @@ class Reads(Part):
         found_nothing = not result.chains and not result.omitted and not self.graphs.get(result.scope).events
         if found_nothing and self._unknown_scope(result.scope, named):  # is there anything there at all?
             result = result.model_copy(update={"scope_is_new": True})
-        unreadable = sorted(self.tables.unreadable & trace.candidates.keys())  # met, found by words alone
+        unreadable = sorted(self.tables.search.unreadable & trace.candidates.keys())  # met, found by words alone
         return result.model_copy(update={"unreadable": unreadable}) if unreadable else result
 
     def trace(
@@ -121,7 +121,7 @@ class Reads(Part):
 
     def scopes(self) -> list[ScopeCount]:
         """Every scope that holds notes or events, with how many of each, busiest first."""
-        counts = self.tables.scopes()
+        counts = self.tables.search.scopes()
         listed = [ScopeCount(scope=name, **count) for name, count in counts.items()]
         return sorted(listed, key=lambda c: (-c.notes, c.scope))
 
@@ -137,7 +137,7 @@ class Reads(Part):
         counts; only those whose name contains `contains` (any case) if given, and only those `visible`
         accepts if given (pages and totals count those alone). `limit` is 1 to browse.PAGE_MAX.
         `default_scope`'s counts come with the page whether it is on it or not."""
-        counts = self.tables.scopes()
+        counts = self.tables.search.scopes()
         listed = (ScopeCount(scope=name, **count) for name, count in counts.items() if visible is None or visible(name))
         return browse.list_scopes(listed, offset, limit, contains, default_scope)
 
@@ -149,22 +149,22 @@ class Reads(Part):
             try:
                 return self.lookup.note(target_id, field).scope
             except NotFound:
-                tombstone = self.tables.tombstone(target_id)
+                tombstone = self.tables.events.tombstone(target_id)
                 if tombstone is None:
                     raise
                 return tombstone.scope
-        event = self.tables.event(target_id)
+        event = self.tables.events.event(target_id)
         if event is None:
             raise NotFound("event", target_id, field)
         return event.scope
 
     def stats(self) -> dict[str, object]:
-        stored = self.tables.stored_model()
+        stored = self.tables.handles.stored_model()
         return {
             "db": self.tables.uri,
             "model": stored[0] if stored else self.embedder.name,
             "dimension": stored[1] if stored else None,
-            **self.tables.count(),
+            **self.tables.search.count(),
         }
 
     # -- internals ---------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class Reads(Part):
         if state not in ("current", "history", "all"):
             raise InvalidArgument("state", f"{state!r} is not a state filter: use 'current', 'history' or 'all'")
         browse.check_page(offset, limit)
-        notes = [note for note, _ in self.tables.scope_notes(scope)]
+        notes = [note for note, _ in self.tables.search.scope_notes(scope)]
         graph = self.graphs.get(scope)  # after the notes were read (graph.py)
         if not notes and not graph.events:
             self._unknown_scope(scope, named)
@@ -229,7 +229,7 @@ class Reads(Part):
         assert since_utc is not None
         now = self.clock()
         graph = self.graphs.get(scope)
-        if not graph.events and scope not in self.tables.scopes():
+        if not graph.events and scope not in self.tables.search.scopes():
             self._unknown_scope(scope, named)
         listed = browse.changed_since(graph.all_events(), since_utc)
         mentioned: set[str] = set()
@@ -237,7 +237,7 @@ class Reads(Part):
             if e.kind is not EventKind.FORGETS:
                 mentioned.add(e.dst if is_note_id(e.dst) or e.dst not in graph.events else graph.events[e.dst].dst)
                 mentioned.update([e.src] if e.src else [])
-        notes = self.tables.notes(mentioned)
+        notes = self.tables.search.notes(mentioned)
         folded = self.lookup.load(scope, now, list(notes.values()))
         return browse.changes(folded, listed, scope, since_utc, limit)
 
@@ -259,7 +259,7 @@ class Reads(Part):
         """One scope (every scope, for None) as JSON Lines: notes and events with every stored field."""
         if scope is not None:
             scope = check_scope(scope)
-            if scope not in self.tables.scopes():
+            if scope not in self.tables.search.scopes():
                 self._unknown_scope(scope)
-        scopes = [scope] if scope is not None else sorted(self.tables.scopes())
+        scopes = [scope] if scope is not None else sorted(self.tables.search.scopes())
         return transfer.export_lines(self.tables, scopes, self.embedder.name, self.clock(), vectors)

@@ -106,7 +106,7 @@ class Subjects(Part):
     def candidates(self, scope: str, subject: str) -> list[Note]:
         """The notes of `scope` whose subject is `subject`, however spelled, in any state."""
         key = subject_key(subject)
-        return [n for n in self.tables.subject_notes(scope) if subject_key(n.subject or "") == key]
+        return [n for n in self.tables.search.subject_notes(scope) if subject_key(n.subject or "") == key]
 
     def current(self, scope: str, subject: str, at: datetime) -> tuple[list[Note], Fold]:
         """The current notes of `subject` in `scope` (newest first), and the fold they were read in."""

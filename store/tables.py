@@ -7,26 +7,37 @@ ignores an edge whose note is not stored, so until the note lands its edges are 
 and once it lands they are all there. A crash in between leaves edges that name no note,
 which nothing ever shows (docs/design.md, "How it works").
 
-`Tables` is the facade of the storage package (storage/), layered, each module using only those
-below it:
+`Tables` composes the storage package (storage/), each part a class handed what it uses:
 
 - schema.py: the on-disk layout and the row codec; limits.py: the numbers; location.py: what the
-  URI's storage is; retry.py: what is tried again, and how.
-- indexes.py, then handles.py (opening the tables, their views and the version rules; lease.py: the
-  lock and the lease).
-- search.py (the reads of notes: by id, whole scopes, the two searches) and events.py (the reads of
-  edges), and, on a branch of their own, compaction.py, erasure.py and upkeep.py.
+  URI's storage is (a `Location`, chosen once here); retry.py: what is tried again, and how.
+- `Indexes` (indexes.py): which indexes each table wants, made and reshaped; handed nothing.
+- `Handles` (handles.py), handed the location and the indexes: opening the tables, their views, the
+  version rules, the appends; it makes the lease of a bucket's upkeep (lease.py).
+- `Search` (search.py: the reads of notes: by id, whole scopes, the two searches) and `EventReads`
+  (events.py: the reads of edges), each handed the handles.
+- `Compaction` (handles, indexes), `Erasure` (handles, compaction) and `Upkeep` (handles, compaction,
+  erasure): the last two share the lock that lets one pass at a time run in this process.
+
+Callers reach each part by its name (`tables.search.notes(...)`, `tables.upkeep.compact()`); `Tables`
+itself holds the two appends that are a write (`commit_notes`, `add_events`), which the upkeep follows.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import pyarrow as pa
 
 from . import where
 from .model import Event, Note
+from .storage.compaction import Compaction
+from .storage.erasure import Erasure
 from .storage.events import EventReads
+from .storage.handles import Handles
+from .storage.indexes import Indexes
+from .storage.location import Location
 from .storage.schema import EVENT_SCHEMA, EVENT_STORED, EVENTS, NOTE_STORED, NOTES, Hit, ScopeRows, row_of
 from .storage.search import Search
 from .storage.upkeep import Upkeep
@@ -34,8 +45,22 @@ from .storage.upkeep import Upkeep
 __all__ = ["EVENTS", "NOTES", "Hit", "ScopeRows", "Tables"]
 
 
-class Tables(Search, EventReads, Upkeep):
-    """The two tables of one store, opened lazily (importing lancedb takes about a second)."""
+class Tables:
+    """The two tables of one store, opened lazily (importing lancedb takes about a second): the parts of
+    the storage package, composed here and nowhere else (module docstring)."""
+
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
+        self.uri = uri
+        location = Location.of(uri)  # what differs between a directory and a bucket, asked there
+        location.check()
+        self.indexes = Indexes()
+        self.handles = Handles(uri, location, self.indexes, storage_options)
+        self.search = Search(self.handles)
+        self.events = EventReads(self.handles)
+        self.compaction = Compaction(self.handles, self.indexes)
+        passes = threading.Lock()  # one pass of upkeep or erasure at a time in this process
+        self.erasure = Erasure(self.handles, self.compaction, passes)
+        self.upkeep = Upkeep(self.handles, self.compaction, self.erasure, passes)
 
     def add_notes(
         self, notes: Sequence[tuple[Note, Sequence[float], bool]], model: str, events: Sequence[Event] = ()
@@ -52,26 +77,26 @@ class Tables(Search, EventReads, Upkeep):
         notes table's (None without notes)."""
         if not notes:
             return self.add_events(events) if events else None, None
-        table = self._ensure_notes(model, len(notes[0][1]))
+        table = self.handles.ensure_notes(model, len(notes[0][1]))
         version = self.add_events(events) if events else None
         rows = [
             row_of(note, NOTE_STORED) | {"dense_ok": dense_ok, "vector": list(vector)}
             for note, vector, dense_ok in notes
         ]
-        committed = self._append(table, pa.Table.from_pylist(rows, schema=self.view(table).schema))
-        self.after_write()
+        committed = self.handles.append(table, pa.Table.from_pylist(rows, schema=self.handles.view(table).schema))
+        self.upkeep.after_write()
         return version, committed
 
     def notes_committed_before(self, version: int, ids: Sequence[str]) -> set[str] | None:
         """Those of `ids` whose note was committed before `version` of the notes table (the version a
         write's note made): what that write raced with. None when that version is no longer kept."""
-        table = self.notes_table()
-        rows = None if table is None else self.committed_before(table, version, where.id_in(ids), ["id"])
+        table = self.handles.notes_table()
+        rows = None if table is None else self.handles.committed_before(table, version, where.id_in(ids), ["id"])
         return None if rows is None else set(rows["id"].to_pylist())
 
     def add_events(self, events: Sequence[Event]) -> int:
         """Append events in one write; returns the table version it made."""
         rows = [row_of(e, EVENT_STORED) for e in events]
-        version = self._append(self.events_table(), pa.Table.from_pylist(rows, schema=EVENT_SCHEMA))
-        self.after_write()
+        version = self.handles.append(self.handles.events_table(), pa.Table.from_pylist(rows, schema=EVENT_SCHEMA))
+        self.upkeep.after_write()
         return version

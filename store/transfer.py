@@ -87,7 +87,7 @@ def export_lines(
 ) -> Iterator[str]:
     """The export of `scopes`, line by line. A note under a tombstone (its erasure under way) and an
     edge whose note never landed (a write cut short) are left out: nothing reads them."""
-    stored = tables.stored_model()
+    stored = tables.handles.stored_model()
     header = {
         "type": FORMAT, "version": VERSION, "exported_at": now.isoformat(), "model": stored[0] if stored else model,
         "dimension": stored[1] if stored else None, "vectors": vectors, "scopes": list(scopes),
@@ -102,8 +102,8 @@ def export_lines(
 
     yield _json(header)
     for scope in scopes:
-        notes = tables.scope_notes(scope, with_vectors=vectors)
-        _, events = tables.scope_events(scope)  # read after the notes: a note read has its edges stored
+        notes = tables.search.scope_notes(scope, with_vectors=vectors)
+        _, events = tables.events.scope_events(scope)  # read after the notes: a note read has its edges stored
         by_id: dict[str, Event] = {}
         for e in events:
             by_id.setdefault(e.id, e)
@@ -523,12 +523,12 @@ def _name(record: Mapping[str, Any], key: str) -> str:
 
 def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: Progress | None = None) -> Imported:
     """Check the parsed records against the store (module docstring), then write what is new."""
-    tables.check_model(embedder.name)
+    tables.handles.check_model(embedder.name)
     _check_header_model(parsed, embedder)
     scopes = sorted({n.scope for n in parsed.notes.values()} | {e.scope for e in parsed.events.values()})
     stored_events: dict[str, Event] = {}
     for scope in scopes:
-        for e in tables.scope_events(scope)[1]:
+        for e in tables.events.scope_events(scope)[1]:
             stored_events.setdefault(e.id, e)
     forgotten = {e.dst for e in [*stored_events.values(), *parsed.events.values()] if e.kind is EventKind.FORGETS}
     wanted = [*parsed.notes, *(e.dst for e in parsed.events.values() if is_note_id(e.dst))]
@@ -576,7 +576,7 @@ def import_parsed(tables: Tables, embedder: Embedder, parsed: Parsed, progress: 
         tables.add_events(acting)
     erased = [e.dst for e in events if e.kind is EventKind.FORGETS and e.dst in stored_notes]
     if erased:
-        tables.erase_forgotten()  # one pass for them all, before the call answers
+        tables.erasure.erase_forgotten()  # one pass for them all, before the call answers
     return Imported(
         partial=parsed.partial, repeats_merged=parsed.merged,
         format=parsed.format, scopes=scopes, notes_written=len(notes), events_written=len(events),
@@ -639,7 +639,7 @@ def _stored_notes(tables: Tables, ids: Iterable[str]) -> dict[str, Note]:
     wanted = list(dict.fromkeys(ids))
     found: dict[str, Note] = {}
     for start in range(0, len(wanted), LOOKUP):
-        found.update(tables.notes(wanted[start : start + LOOKUP]))
+        found.update(tables.search.notes(wanted[start : start + LOOKUP]))
     return found
 
 

@@ -110,7 +110,12 @@ class Writes(Part):
         replaced = subjects.replacing(note, of_subject, before, supersedes)
         events = self._edges(note, declaration, supersedes, replaced, depends_on, reason)
         # a search of a scope with notes finds some; only when it found none is the store asked
-        made = not candidates and not named and not self.graphs.get(scope).events and scope not in self.tables.scopes()
+        made = (
+            not candidates
+            and not named
+            and not self.graphs.get(scope).events
+            and scope not in self.tables.search.scopes()
+        )
         after = self.commits.write(before, events, (note, vector, readable))
         ends = {"supersedes": [*supersedes, *replaced], "depends_on": depends_on}
         self.commits.refuse_if_raced(before, events, note, ends, actor)
@@ -124,7 +129,7 @@ class Writes(Part):
             events=[event_view(e, after) for e in events if e.kind not in subjects.DECLARING], scope_created=made,
             replaced=subjects.replaced(note, declaration is not None, replaced, events, after)
             if declaration is not None or replaced else None,
-            unreadable=sorted(self.tables.unreadable & candidates.keys()),
+            unreadable=sorted(self.tables.search.unreadable & candidates.keys()),
         )  # fmt: skip
 
     def _unchanged(self, same: Note, before: Fold, linking: bool, declaration: Event | None) -> Remembered:
@@ -260,7 +265,7 @@ class Writes(Part):
                 standing = event_view(last, before) if last else None
                 return LifecycleChange(event=standing, changed=False, chain=build_chain(before, target_id))
         else:
-            target = self.tables.event(target_id)
+            target = self.tables.events.event(target_id)
             if target is None:
                 raise NotFound("event", target_id, "target_id")
             if target.kind not in (EventKind.REVOKES, EventKind.SUPERSEDES):
@@ -364,7 +369,7 @@ class Writes(Part):
                 check_id(target, field, prefix=NOTE_PREFIX)
                 if target == src.id:
                     raise InvalidArgument(field, "a note cannot link to itself")
-        found = self.graphs.notes_anywhere((t for ids in fields.values() for t in ids), self.tables.notes)
+        found = self.graphs.notes_anywhere((t for ids in fields.values() for t in ids), self.tables.search.notes)
         for field, ids in fields.items():
             for target in ids:
                 if target not in found:

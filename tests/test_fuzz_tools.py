@@ -75,7 +75,7 @@ class Fuzzed:
         """What a refused call must not change: row counts, and what recall delivers."""
         recalled = self.call("recall_chains", {"query": "service port deploy database", "budget_tokens": 100_000})
         assert not recalled.is_error
-        return Tables(self.db).count(), recalled.structured_content["chains"]
+        return Tables(self.db).search.count(), recalled.structured_content["chains"]
 
 
 @pytest.fixture(scope="module")

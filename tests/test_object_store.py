@@ -44,6 +44,7 @@ from corrigenda.store.ids import new_note_id
 from corrigenda.store.model import Note
 from corrigenda.store.storage import indexes, lease, limits
 from corrigenda.store.storage import schema as layout
+from corrigenda.store.storage.handles import Handles
 from corrigenda.store.storage.lease import Lease
 from corrigenda.store.storage.limits import SCALAR_INDEXES
 from corrigenda.store.tables import Tables
@@ -71,7 +72,7 @@ from corrigenda.store import Draft
 
 memory = build_memory(Settings())
 memory.embedder.embed(["warm up"])
-memory.tables.db
+memory.tables.handles.db
 print("ready", flush=True)
 sys.stdin.readline()
 print(memory.remember(Draft(text=sys.argv[1]), "shared").note.id, flush=True)
@@ -142,7 +143,7 @@ def test_a_store_in_a_bucket_keeps_notes_through_storage_options(s3: SeaweedClus
 
     note = memory.remember(Draft(text="The bucket store keeps this note"), "default").note
     again = Tables(settings.db, _options(s3))  # another connection reads it back from the bucket
-    assert again.notes([note.id])[note.id].text == "The bucket store keeps this note"
+    assert again.search.notes([note.id])[note.id].text == "The bucket store keeps this note"
     assert not Path(settings.db).exists()  # nothing was written to a local directory of that name
 
 
@@ -182,10 +183,10 @@ def test_compaction_on_a_bucket_keeps_the_newest_few_versions_and_every_note(
     ]
     notes = lance.dataset(f"{settings.db}/notes.lance", storage_options=_options(s3))
     assert len(notes.versions()) > limits.KEEP_VERSIONS_REMOTE  # a version a write, at least
-    assert memory.tables.compact()
+    assert memory.tables.upkeep.compact()
     kept = lance.dataset(f"{settings.db}/notes.lance", storage_options=_options(s3)).versions()
     assert len(kept) == limits.KEEP_VERSIONS_REMOTE
-    assert set(build_memory(settings).tables.notes(ids)) == set(ids)  # another server reads every note
+    assert set(build_memory(settings).tables.search.notes(ids)) == set(ids)  # another server reads every note
 
 
 def test_the_cli_reads_a_bucket_store_configured_by_storage_options(s3: SeaweedCluster) -> None:
@@ -244,13 +245,13 @@ def _first_writes_at_once(db: str, env: dict[str, str]) -> list[str]:
 
 
 def _assert_each_note_once(tables: Tables, acknowledged: list[str]) -> None:
-    notes = tables.notes_table()
+    notes = tables.handles.notes_table()
     assert notes is not None
     stored = Counter(notes.to_arrow()["id"].to_pylist())
     assert len(set(acknowledged)) == WRITERS and stored == Counter(acknowledged), (acknowledged, stored)
     indexed = {tuple(index.columns) for index in notes.list_indices()}
     assert indexed >= {(column,) for column in (*SCALAR_INDEXES["notes"], "text")}, indexed
-    events = tables.events_table()
+    events = tables.handles.events_table()
     assert {tuple(index.columns) for index in events.list_indices()} >= {(c,) for c in SCALAR_INDEXES["events"]}
 
 
@@ -262,22 +263,22 @@ def test_a_write_that_a_late_second_creation_of_the_table_overwrote_is_written_a
     import lancedb
 
     other = lancedb.connect(db)
-    real_add = Tables.append_rows
+    real_add = Handles.append_rows
     overwrites: list[int] = []
 
-    def add_then_overwritten(self: Tables, table: Any, rows: Any) -> int:
+    def add_then_overwritten(self: Handles, table: Any, rows: Any) -> int:
         version = real_add(self, table, rows)
         if table.name == "notes" and not overwrites:
             overwrites.append(other.create_table("notes", schema=table.schema, mode="overwrite").version)
         return version
 
-    monkeypatch.setattr(Tables, "append_rows", add_then_overwritten)
+    monkeypatch.setattr(Handles, "append_rows", add_then_overwritten)
     tables = Tables(db)
     note = Note(id=new_note_id(), text="written once, overwritten, written again", scope="default", kind="fact",
                 recorded_at=datetime.now(UTC))  # fmt: skip
     tables.add_notes([(note, [0.1] * 8, True)], "a-model")
     assert overwrites, "the overwrite did not happen"
-    notes = Tables(db).notes_table()  # opened afresh: what every reader finds
+    notes = Tables(db).handles.notes_table()  # opened afresh: what every reader finds
     assert notes is not None and notes.to_arrow()["id"].to_pylist() == [note.id]
 
 
@@ -324,7 +325,7 @@ def test_a_write_on_a_bucket_is_its_commit_and_no_more_and_a_moved_table_is_read
     requests.on = True
     note = mine.remember(Draft(text="The freeze starts on the 14th")).note
     seen, requests.seen = requests.seen, []
-    assert mine.tables.notes([note.id])[note.id].text == "The freeze starts on the 14th"  # no catch-up needed
+    assert mine.tables.search.notes([note.id])[note.id].text == "The freeze starts on the 14th"  # no catch-up needed
     read_back, requests.on = requests.seen, False
     assert theirs.history(note.id).note.text == "The freeze starts on the 14th"
 
@@ -355,7 +356,7 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
     assert moto.gate.refused_writes - refused == 2
     assert moto.gate.conditional_writes - conditional == 3  # two refused, the third landed
     assert len(waits) == 2 and all(0 <= w <= 2 * limits.COMMIT_BACKOFF for w in waits), waits
-    stored = Tables(f"s3://{BUCKET}/races", storage_options=_options(moto)).notes_table()
+    stored = Tables(f"s3://{BUCKET}/races", storage_options=_options(moto)).handles.notes_table()
     assert stored is not None and stored.to_arrow()["id"].to_pylist().count(note.id) == 1
 
     monkeypatch.setattr(limits, "COMMIT_ATTEMPTS", 3)
@@ -368,15 +369,15 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
 
 
 def _locks_taken(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The waits of every take of the lock of upkeep from now on (`Tables.upkeep_lock`)."""
+    """The waits of every take of the lock of upkeep from now on (`Handles.upkeep_lock`)."""
     taken: list[float] = []
-    real = Tables.upkeep_lock
+    real = Handles.upkeep_lock
 
-    def recorded(self: Tables, wait: float) -> Any:
+    def recorded(self: Handles, wait: float) -> Any:
         taken.append(wait)
         return real(self, wait)
 
-    monkeypatch.setattr(Tables, "upkeep_lock", recorded)
+    monkeypatch.setattr(Handles, "upkeep_lock", recorded)
     return taken
 
 
@@ -392,7 +393,7 @@ def test_a_new_store_gets_both_tables_and_every_index_in_one_hold_of_the_lock(
     tables.add_notes([(note, [0.1] * 8, True)], "a-model")
     assert taken == [limits.CREATE_WAIT]
     opened = Tables(db)
-    for name, table in ((layout.NOTES, opened.notes_table()), (layout.EVENTS, opened.events_table())):
+    for name, table in ((layout.NOTES, opened.handles.notes_table()), (layout.EVENTS, opened.handles.events_table())):
         assert table is not None and indexes.indexed_columns(table) == set(indexes.wanted_indexes(name))
     assert taken == [limits.CREATE_WAIT]  # all there: opening them took no lock
 
@@ -404,7 +405,7 @@ def test_a_table_found_without_its_indexes_gets_them_under_the_lock(db: str, mon
 
     lancedb.connect(db).create_table(layout.EVENTS, schema=layout.EVENT_SCHEMA)
     taken = _locks_taken(monkeypatch)
-    events = Tables(db).events_table()
+    events = Tables(db).handles.events_table()
     assert taken == [limits.CREATE_WAIT]
     assert indexes.indexed_columns(events) == set(indexes.wanted_indexes(layout.EVENTS))
 
@@ -424,7 +425,7 @@ def test_the_bucket_is_read_from_the_aws_variables_alone(s3: SeaweedCluster, mon
     for name, value in s3.env.items():
         monkeypatch.setenv(name, value)
     assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint
-    assert Tables(f"s3://{BUCKET}/env-only").count() == {"notes": 0, "events": 0}
+    assert Tables(f"s3://{BUCKET}/env-only").search.count() == {"notes": 0, "events": 0}
 
 
 def test_refused_credentials_fail_the_cli_and_an_http_server_at_start_naming_what_to_set(s3: SeaweedCluster) -> None:
@@ -522,13 +523,13 @@ def test_the_upkeep_lease_is_held_by_one_process_at_a_time_and_a_stale_one_is_ta
 ) -> None:
     """Two processes' leases on one store (the lease is a Lance table, so a directory shows it as well
     as a bucket; lease.py)."""
-    first, second = Lease(Tables(db).open_or_create), Lease(Tables(db).open_or_create)
+    first, second = Lease(Tables(db).handles.open_or_create), Lease(Tables(db).handles.open_or_create)
     with first.held(wait=0), pytest.raises(Timeout), second.held(wait=0.5):
         raise AssertionError("two holders at once")
     with second.held(wait=0):  # given back: the other takes it at once
         monkeypatch.setattr(lease, "LEASE_FOR", timedelta(0))  # a holder that died: stale at once
         with first.held(wait=0):
-            holders = Tables(db).open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
+            holders = Tables(db).handles.open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
             assert set(holders) == {first.holder}
 
 
@@ -541,12 +542,12 @@ def test_the_lease_is_taken_when_another_process_made_its_table_again_under_it(d
     tables = Tables(db)
 
     def opened_then_made_again(name: str, schema: Any) -> Any:
-        table = tables.open_or_create(name, schema)
+        table = tables.handles.open_or_create(name, schema)
         lancedb.connect(db).create_table(name, schema=schema, mode="overwrite")  # the other process
         return table
 
     taker = Lease(opened_then_made_again)
     with taker.held(wait=1):
-        holders = Tables(db).open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
+        holders = Tables(db).handles.open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist()
         assert holders == [taker.holder]
-    assert Tables(db).open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist() == [""]
+    assert Tables(db).handles.open_or_create(lease.LEASE, lease.SCHEMA).to_arrow()["holder"].to_pylist() == [""]

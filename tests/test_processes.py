@@ -174,8 +174,8 @@ async def test_two_server_processes_on_one_store_lose_nothing(db: str) -> None:
         group.start_soon(writer, "beta")
 
     tables = Tables(db)
-    note_ids: Counter[str] = Counter(tables.notes_table().to_arrow()["id"].to_pylist())  # type: ignore[union-attr]
-    event_ids = Counter(tables.events_table().to_arrow()["id"].to_pylist())
+    note_ids: Counter[str] = Counter(tables.handles.notes_table().to_arrow()["id"].to_pylist())  # type: ignore[union-attr]
+    event_ids = Counter(tables.handles.events_table().to_arrow()["id"].to_pylist())
     assert len(acknowledged["notes"]) == 24 and len(acknowledged["events"]) == 8
     assert all(note_ids[i] == 1 for i in acknowledged["notes"]), note_ids
     assert all(event_ids[i] == 1 for i in acknowledged["events"]), event_ids

@@ -467,7 +467,7 @@ def test_a_note_whose_stored_vector_cannot_be_read_is_named_and_does_not_take_it
     assert [r["vector"] for r in exported if r.get("id") in (nulls.id, nans.id)] == [None, None]
     copy = Memory(str(tmp_path / "copy"), embedder)
     copy.import_lines(memory.export("ops", vectors=True))
-    assert copy.tables.vectors([nulls.id, nans.id]).keys() == {nulls.id, nans.id}
+    assert copy.tables.search.vectors([nulls.id, nans.id]).keys() == {nulls.id, nans.id}
 
 
 TOPICS = ["gardening tomatoes", "a trip to Lisbon", "the new bicycle", "baking sourdough", "a jazz concert",

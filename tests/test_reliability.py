@@ -24,6 +24,9 @@ from corrigenda.store import Conflict, Draft, Memory, NotFound, SentenceTransfor
 from corrigenda.store.ids import new_event_id, new_note_id
 from corrigenda.store.model import Event, EventKind, Note, NoteState
 from corrigenda.store.storage import limits
+from corrigenda.store.storage.compaction import Compaction
+from corrigenda.store.storage.erasure import Erasure
+from corrigenda.store.storage.handles import Handles
 from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
 from lance import LanceDataset
 from lance.file import LanceFileReader
@@ -39,15 +42,15 @@ class Cut(Exception):
 def fail_second_append(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make the second table append from now on fail, whichever table it goes to."""
     appended: list[str] = []
-    real = Tables.append_rows
+    real = Handles.append_rows
 
-    def add(self: Tables, table: LanceTable, rows: pa.Table) -> int:
+    def add(self: Handles, table: LanceTable, rows: pa.Table) -> int:
         appended.append(table.name)
         if len(appended) == 2:
             raise Cut(f"killed before appending to {table.name}")
         return real(self, table, rows)
 
-    monkeypatch.setattr(Tables, "append_rows", add)
+    monkeypatch.setattr(Handles, "append_rows", add)
     return appended
 
 
@@ -139,7 +142,7 @@ def test_forget_erases_the_text_and_vector_from_every_file(
     monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100 if indexed else 10**9)
     memory.import_notes([Draft(text=f"Filler note {i} about the weather in town {i}") for i in range(199)])
     secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz"), depends_on=[]).note
-    memory.tables.compact()
+    memory.tables.upkeep.compact()
     index_files = set(Path(memory.tables.uri, "notes.lance", "_indices").rglob("*"))
     dependant = memory.remember(Draft(text="The spare key is in the locker"), depends_on=[secret.id]).note
     memory.revoke(secret.id, reason="a test event that names it")
@@ -177,7 +180,7 @@ def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
     def killed(self: Tables, wait: float = 0) -> list[str]:
         raise Cut("killed after the tombstone, before the erasure")
 
-    monkeypatch.setattr(Tables, "erase_forgotten", killed)
+    monkeypatch.setattr(Erasure, "erase_forgotten", killed)
     with pytest.raises(Cut):
         memory.forget(new.id, reason="the user asked")
     monkeypatch.undo()
@@ -225,20 +228,20 @@ def test_a_forget_that_erases_later_answers_once_the_note_is_gone_and_erases_on_
 ) -> None:
     """On object storage (here a directory set to behave so) `forget` answers at its tombstone: the
     note is gone for every reader then, and the text is off every file once the thread's pass ends."""
-    memory.tables.erase_later = True
+    memory.tables.erasure.erase_later = True
     old = memory.remember(Draft(text="The vault's night code is 4471")).note
     secret = memory.correct(old.id, Draft(text="The vault's night code is osprey-9023"), reason="rotated").note
     started = threading.Event()
     release = threading.Event()
-    real = Tables.erasure_pass
+    real = Erasure.erasure_pass
 
-    def held_back(self: Tables, *args: Any) -> list[str]:  # the thread's pass waits until the checks below are done
+    def held_back(self: Erasure, *args: Any) -> list[str]:  # the thread's pass waits until the checks below are done
         started.set()
         release.wait(30)
         return real(self, *args)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Tables, "erasure_pass", held_back)
+        patch.setattr(Erasure, "erasure_pass", held_back)
         done = memory.forget(secret.id, reason="the user asked")
         assert done.changed and done.erasure == "pending" and len(done.events_removed) == 1  # the supersedes edge
         assert started.wait(30)
@@ -260,31 +263,31 @@ def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
 ) -> None:
     """Forgets whose process stopped before its thread erased them are erased by the next upkeep of any
     process, all three in one pass: one rewrite of each table, and one erasure mark each."""
-    memory.tables.erase_later = True
-    monkeypatch.setattr(Tables, "erase_soon", lambda self: None)  # the process stops before its thread runs
+    memory.tables.erasure.erase_later = True
+    monkeypatch.setattr(Erasure, "erase_soon", lambda self: None)  # the process stops before its thread runs
     secrets = [
         memory.remember(Draft(text=f"Badge {word} opens the archive")).note for word in ("heron", "marten", "vole")
     ]
     kept = memory.remember(Draft(text="The archive opens at nine")).note
     for note in secrets:
         assert memory.forget(note.id, reason="the user asked").erasure == "pending"
-    assert memory.tables.unerased() == sorted(n.id for n in secrets)
+    assert memory.tables.erasure.unerased() == sorted(n.id for n in secrets)
     monkeypatch.undo()
     tidied: list[tuple[str, bool]] = []
-    real = Tables.tidy
+    real = Compaction.tidy
 
-    def counted(self: Tables, name: str, table: Any, keep: Any, erasing: bool = False) -> None:
+    def counted(self: Compaction, name: str, table: Any, keep: Any, erasing: bool = False) -> None:
         tidied.append((name, erasing))
         real(self, name, table, keep, erasing)
 
-    monkeypatch.setattr(Tables, "tidy", counted)
+    monkeypatch.setattr(Compaction, "tidy", counted)
     other = Memory(memory.tables.uri, memory.embedder)  # another process's upkeep
-    assert other.tables.compact()
+    assert other.tables.upkeep.compact()
     assert sorted(t for t in tidied if t[1]) == [(EVENTS, True), (NOTES, True)]  # one pass for the three
     stored = file_bytes(memory.tables.uri)
     for word in (b"heron", b"marten", b"vole"):
         assert word not in stored, word
-    assert other.tables.unerased() == [] and other.tables.erased() == {n.id for n in secrets}
+    assert other.tables.erasure.unerased() == [] and other.tables.erasure.erased() == {n.id for n in secrets}
     assert other.history(kept.id).note.text == "The archive opens at nine"
     assert memory.forget(secrets[0].id, reason="asked again").erasure == "done"
 
@@ -298,9 +301,9 @@ def test_a_write_whose_base_version_another_process_removed_is_written_once(
     again if, against expectation, the first try landed)."""
     old = memory.remember(Draft(text="The release train leaves on Tuesdays")).note
     tries: list[str] = []
-    real = Tables.append_rows
+    real = Handles.append_rows
 
-    def add(self: Tables, table: LanceTable, rows: pa.Table) -> int:
+    def add(self: Handles, table: LanceTable, rows: pa.Table) -> int:
         tries.append(table.name)
         if len(tries) == 1:
             if landed:
@@ -308,11 +311,11 @@ def test_a_write_whose_base_version_another_process_removed_is_written_once(
             raise RuntimeError(f"lance error: Not found: {table.name}.lance/_versions/18446744073709551595.manifest")
         return real(self, table, rows)
 
-    monkeypatch.setattr(Tables, "append_rows", add)
+    monkeypatch.setattr(Handles, "append_rows", add)
     new = memory.correct(old.id, Draft(text="The release train leaves on Wednesdays"), reason="moved").note
     monkeypatch.undo()
     assert tries == [EVENTS, NOTES] if landed else [EVENTS, EVENTS, NOTES]
-    events = memory.tables.scan(memory.tables.events_table(), ["id", "src"])
+    events = memory.tables.handles.scan(memory.tables.handles.events_table(), ["id", "src"])
     assert events["src"].to_pylist().count(new.id) == 1  # the supersedes edge, once
     chains = Memory(memory.tables.uri, memory.embedder).recall("when does the release train leave?").chains
     assert [h.text for h in chains[0].heads] == ["The release train leaves on Wednesdays"]
@@ -327,7 +330,7 @@ def test_a_catch_up_that_ends_late_on_another_thread_never_moves_a_view_back(
     The late catch-up must not put the older version back, or the call's next read (the check a young
     table makes after a write, the call's answer) misses what the call just wrote."""
     memory.remember(Draft(text="The release train leaves on Tuesdays"))
-    notes = memory.tables.notes_table()
+    notes = memory.tables.handles.notes_table()
     assert notes is not None
     Memory(memory.tables.uri, memory.embedder).remember(Draft(text="The freeze starts on the 14th"))  # elsewhere
     reading, go = threading.Event(), threading.Event()
@@ -341,15 +344,15 @@ def test_a_catch_up_that_ends_late_on_another_thread_never_moves_a_view_back(
         return moved
 
     monkeypatch.setattr(LanceDataset, "checkout_version", checkout_version)
-    late = threading.Thread(target=memory.tables.refresh, name="late")
+    late = threading.Thread(target=memory.tables.handles.refresh, name="late")
     late.start()
     assert reading.wait(30)  # it has read the version the other process wrote, and not put it in place yet
     written = memory.remember(Draft(text="The release train leaves on Wednesdays")).note
     go.set()
     late.join(30)
     notes.checkout_latest()  # the LanceDB table, which appends (through the view) leave behind
-    assert memory.tables.view(notes).version == notes.version  # the latest: where this process's write left it
-    assert written.id in memory.tables.notes([written.id])  # read with no refresh, as within the call
+    assert memory.tables.handles.view(notes).version == notes.version  # the latest: where this process's write left it
+    assert written.id in memory.tables.search.notes([written.id])  # read with no refresh, as within the call
 
 
 def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memory: Memory) -> None:
@@ -359,26 +362,26 @@ def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memor
     memory.remember(Draft(text="The staging cluster lives in eu-west-1"))
     started = threading.Event()
     release = threading.Event()
-    real = Tables.tidy
+    real = Compaction.tidy
 
-    def held_back(self: Tables, *args: Any, **kwargs: Any) -> None:
+    def held_back(self: Compaction, *args: Any, **kwargs: Any) -> None:
         started.set()
         release.wait(30)
         real(self, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Tables, "tidy", held_back)
-        compaction = threading.Thread(target=memory.tables.compact)
+        patch.setattr(Compaction, "tidy", held_back)
+        compaction = threading.Thread(target=memory.tables.upkeep.compact)
         compaction.start()
         assert started.wait(30)
-        assert memory.tables.finish_upkeep(0.2) is False  # still compacting
+        assert memory.tables.upkeep.finish_upkeep(0.2) is False  # still compacting
         other = Tables(memory.tables.uri)  # another process: the store's upkeep lock is taken
-        assert other.compact() is False
+        assert other.upkeep.compact() is False
         release.set()
-        assert memory.tables.finish_upkeep(30)
+        assert memory.tables.upkeep.finish_upkeep(30)
         compaction.join(30)
-    assert other.compact() is True  # given back
-    assert memory.tables.compact() is False  # this process is stopping: no compaction starts
+    assert other.upkeep.compact() is True  # given back
+    assert memory.tables.upkeep.compact() is False  # this process is stopping: no compaction starts
 
 
 HOLD_LOCK = """
@@ -396,7 +399,7 @@ def test_forget_waits_for_another_process_compaction_instead_of_skipping_the_era
         [sys.executable, "-c", HOLD_LOCK, os.path.join(memory.tables.uri, ".compact.lock")], stdout=subprocess.PIPE
     )
     assert held.stdout is not None and held.stdout.readline() == b"held\n"
-    assert memory.tables.compact() is False  # upkeep skips
+    assert memory.tables.upkeep.compact() is False  # upkeep skips
     assert memory.forget(note.id, reason="the user asked").changed
     assert b"harbor-lantern-88" not in file_bytes(memory.tables.uri)
 
@@ -441,9 +444,9 @@ def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder
     def died_before_indexing(table: Table, retype: bool = False) -> None:
         pass
 
-    crashed.tables.ensure_indexes = died_before_indexing  # type: ignore[method-assign]
+    crashed.tables.indexes.ensure_indexes = died_before_indexing  # type: ignore[method-assign]
     crashed.remember(Draft(text="模型请求超时为三十秒"), scope="zh")
-    assert crashed.tables.notes_table().list_indices() == []  # type: ignore[union-attr]
+    assert crashed.tables.handles.notes_table().list_indices() == []  # type: ignore[union-attr]
 
     reopened = Memory(db, embedder)  # the next process to open the store
     found = reopened.recall("模型请求超时是多少？", scope="zh")
@@ -453,7 +456,7 @@ def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder
 def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(memory: Memory) -> None:
     for i in range(3):
         memory.remember(Draft(text=f"Runbook step {i}: drain the node first"))
-    assert memory.tables.compact()
+    assert memory.tables.upkeep.compact()
     data = Path(memory.tables.uri, "notes.lance", "data")
     live = sorted(data.iterdir())
     old_orphan, new_orphan = data / "0000crashed-an-hour-ago.lance", data / "0000crashed-just-now.lance"
@@ -464,7 +467,7 @@ def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(
     for file in live:  # old files that a version still references stay, however old
         os.utime(file, (hour_ago, hour_ago))
 
-    assert memory.tables.compact()
+    assert memory.tables.upkeep.compact()
     assert not old_orphan.exists()
     assert new_orphan.exists()  # it could be an append in flight in another process
     assert all(file.exists() for file in live)
@@ -485,9 +488,9 @@ def test_a_scope_is_scanned_once_later_notes_are_read_by_id_and_a_forget_elsewhe
     by_id: list[list[str]] = []
     vectors_read: list[str] = []
     real_scan, real_notes, real_vectors = (
-        reader.tables.scope_rows,
-        reader.tables.notes_with_vectors,
-        reader.tables.vectors,
+        reader.tables.search.scope_rows,
+        reader.tables.search.notes_with_vectors,
+        reader.tables.search.vectors,
     )
 
     def scan(scope: str, leave_out: Any = ()) -> ScopeRows | None:
@@ -503,8 +506,8 @@ def test_a_scope_is_scanned_once_later_notes_are_read_by_id_and_a_forget_elsewhe
         return real_vectors(ids)
 
     monkeypatch.setattr(reader.graphs, "scan_scope", scan)
-    monkeypatch.setattr(reader.tables, "notes_with_vectors", notes)
-    monkeypatch.setattr(reader.tables, "vectors", vectors)
+    monkeypatch.setattr(reader.tables.search, "notes_with_vectors", notes)
+    monkeypatch.setattr(reader.tables.search, "vectors", vectors)
     query = "when are invoices retried?"
     first = reader.recall(query).chains
     assert [h.id for h in first[0].heads] == [needs.id] and [p.id for p in first[0].prerequisites] == [base.id]
@@ -599,10 +602,10 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
         monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100)
     assert fillers >= limits.VECTOR_INDEX_AT
     memory.import_lines(notes_with_random_vectors(fillers, 384, memory.embedder.name))
-    memory.tables.compact()
+    memory.tables.upkeep.compact()
     secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz")).note
-    memory.tables.compact()  # the secret's fragment, alone after the big ones, is indexed on its own
-    address = memory.tables.scope_rows("default").addresses([secret.id])[secret.id]  # type: ignore[union-attr]
+    memory.tables.upkeep.compact()  # the secret's fragment, alone after the big ones, is indexed on its own
+    address = memory.tables.search.scope_rows("default").addresses([secret.id])[secret.id]  # type: ignore[union-attr]
     assert {b"zebra", b"quartz"} <= index_terms(memory.tables.uri)
     assert address in vector_index_rows(memory.tables.uri)
 
@@ -613,7 +616,7 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
         if step.endswith("later"):
             time.sleep(11)  # past KEEP_VERSIONS_FOR: the versions kept since are dropped
         if step != "forget":
-            memory.tables.compact()
+            memory.tables.upkeep.compact()
         assert not {b"zebra", b"quartz"} & index_terms(memory.tables.uri), step
         assert address not in vector_index_rows(memory.tables.uri), step
     recalled = memory.recall("zebra quartz locker code").chains
@@ -629,22 +632,22 @@ def test_indexing_a_store_again_brings_back_no_forgotten_note(memory: Memory, mo
 
     memory.remember(Draft(text="my dog chased the cat"))
     waiting = memory.remember(Draft(text="The safe code is walrus-9210-onyx")).note
-    notes = memory.tables.notes_table()
+    notes = memory.tables.handles.notes_table()
     assert notes is not None
     notes.checkout_latest()
     notes.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)  # the settings before
     assert b"walrus" in index_terms(memory.tables.uri) and b"dog" not in index_terms(memory.tables.uri)
 
-    monkeypatch.setattr(memory.tables, "erase_later", True)
-    monkeypatch.setattr(memory.tables, "erase_soon", lambda: None)
+    monkeypatch.setattr(memory.tables.erasure, "erase_later", True)
+    monkeypatch.setattr(memory.tables.erasure, "erase_soon", lambda: None)
     assert memory.forget(waiting.id, reason="the user asked").erasure == "pending"
-    assert memory.tables.upkeep_due()
-    memory.tables.ensure_indexes(notes, retype=True)  # what upkeep does first, here before the erasure
+    assert memory.tables.upkeep.upkeep_due()
+    memory.tables.indexes.ensure_indexes(notes, retype=True)  # what upkeep does first, here before the erasure
     assert {b"dog", b"walrus"} <= index_terms(memory.tables.uri)
 
-    memory.tables.compact()  # its erasure pass, then the rest of upkeep
+    memory.tables.upkeep.compact()  # its erasure pass, then the rest of upkeep
     assert b"walrus" not in index_terms(memory.tables.uri) and b"dog" in index_terms(memory.tables.uri)
-    assert not memory.tables.upkeep_due()
+    assert not memory.tables.upkeep.upkeep_due()
     assert not memory.recall("walrus onyx safe code").chains
 
 
@@ -703,7 +706,7 @@ def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_t
     were told they succeeded and the chain had two current notes: bench/correction_race.py, `fresh`.)"""
     held_writer, other = Memory(db, embedder), Memory(db, embedder)
     edge_landed, other_done = threading.Event(), threading.Event()
-    real_add = held_writer.tables.append_rows
+    real_add = held_writer.tables.handles.append_rows
 
     def add(table: LanceTable, rows: pa.Table) -> int:
         version = real_add(table, rows)
@@ -712,7 +715,7 @@ def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_t
             assert other_done.wait(timeout=60)
         return version
 
-    monkeypatch.setattr(held_writer.tables, "append_rows", add)
+    monkeypatch.setattr(held_writer.tables.handles, "append_rows", add)
     for round_ in range(3):
         old = other.remember(Draft(text=f"Round {round_}: the deploy window is Tuesday")).note
         held_writer.history(old.id)  # both have read it, as running servers would have
@@ -733,7 +736,7 @@ def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_t
             assert edge_landed.wait(timeout=60)
             outcomes["other"] = other.correct(old.id, Draft(text="The window is Friday"), reason="moved")
         else:  # the other writer checks first, and its edge lands after the held one
-            other_add = other.tables.append_rows
+            other_add = other.tables.handles.append_rows
 
             def add_once_the_held_edge_landed(
                 table: LanceTable, rows: pa.Table, thread: threading.Thread = thread, real: Any = other_add
@@ -743,9 +746,9 @@ def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_t
                     assert edge_landed.wait(timeout=60)
                 return real(table, rows)  # type: ignore[no-any-return]
 
-            monkeypatch.setattr(other.tables, "append_rows", add_once_the_held_edge_landed)
+            monkeypatch.setattr(other.tables.handles, "append_rows", add_once_the_held_edge_landed)
             outcomes["other"] = other.correct(old.id, Draft(text="The window is Friday"), reason="moved")
-            monkeypatch.setattr(other.tables, "append_rows", other_add)
+            monkeypatch.setattr(other.tables.handles, "append_rows", other_add)
         other_done.set()
         thread.join(timeout=60)
         winner = outcomes["other"].note.id
@@ -761,7 +764,7 @@ def test_a_graph_catching_up_on_one_thread_never_fails_another_thread_reading_th
     at its version failed meanwhile ("Already mutably borrowed"), and with it a correction, once after
     its note had landed (bench/correction_race.py, `threads`)."""
     first = memory.remember(Draft(text="The deploy window is Tuesday")).note
-    start = memory.tables.events_version()
+    start = memory.tables.events.events_version()
     for day in ("Wednesday", "Thursday", "Friday"):  # three versions that appended events since `start`
         memory.link(memory.remember(Draft(text=f"Deploys on {day} need a green build")).note.id, first.id, "depends_on")
     stop, failures = threading.Event(), []
@@ -769,7 +772,7 @@ def test_a_graph_catching_up_on_one_thread_never_fails_another_thread_reading_th
     def look() -> None:
         while not stop.is_set():
             try:
-                memory.tables.events_version()
+                memory.tables.events.events_version()
             except RuntimeError as exc:
                 failures.append(str(exc))
 
@@ -777,7 +780,7 @@ def test_a_graph_catching_up_on_one_thread_never_fails_another_thread_reading_th
     looking.start()
     try:
         for _ in range(300):
-            assert memory.tables.events_since(start, "default") is not None
+            assert memory.tables.events.events_since(start, "default") is not None
     finally:
         stop.set()
         looking.join()
@@ -792,13 +795,13 @@ def test_a_write_nothing_raced_reads_no_earlier_version_of_the_events(
     first = memory.remember(Draft(text="The deploy window is Tuesday")).note
     other = memory.remember(Draft(text="Deploys need a green build")).note
     looks: list[tuple[Any, ...]] = []
-    real = memory.tables.committed_before
+    real = memory.tables.handles.committed_before
 
     def committed_before(*args: Any) -> Any:
         looks.append(args)
         return real(*args)
 
-    monkeypatch.setattr(memory.tables, "committed_before", committed_before)
+    monkeypatch.setattr(memory.tables.handles, "committed_before", committed_before)
     second = memory.correct(first.id, Draft(text="The deploy window is Wednesday"), reason="moved").note
     memory.correct(second.id, Draft(text="The deploy window is Friday"), reason="moved again", fork=True)
     memory.link(second.id, other.id, "depends_on")
@@ -876,7 +879,7 @@ def test_a_write_racing_a_forget_of_its_note_leaves_no_event_naming_it(
     rounds, refused = 20, 0
     forgotten = threading.Event()
     widen = threading.Event()
-    real_add = writer.tables.append_rows
+    real_add = writer.tables.handles.append_rows
 
     def add(table: LanceTable, rows: pa.Table) -> int:
         if widen.is_set() and table.name == EVENTS:
@@ -884,7 +887,7 @@ def test_a_write_racing_a_forget_of_its_note_leaves_no_event_naming_it(
             forgotten.wait(timeout=60)
         return real_add(table, rows)
 
-    monkeypatch.setattr(writer.tables, "append_rows", add)
+    monkeypatch.setattr(writer.tables.handles, "append_rows", add)
     for round_ in range(rounds):
         note = forgetter.remember(Draft(text=f"Round {round_}: the office door code is 4{round_:03d}")).note
         if write == "reinstate":
@@ -948,7 +951,7 @@ def test_close_waits_for_a_thread_still_looking_whether_upkeep_is_due(memory: Me
 
     monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)  # read when a store is opened: the one below
     memory = Memory(memory.tables.uri, memory.embedder)
-    monkeypatch.setattr(memory.tables, "upkeep_due", slow_look)
+    monkeypatch.setattr(memory.tables.upkeep, "upkeep_due", slow_look)
     memory.remember(Draft(text="the build cache lives in /var/cache/ci"), scope="ops")
     assert looking.wait(10)
     assert memory.close(timeout=0.5) is False  # still looking: not finished, and it says so

@@ -116,7 +116,7 @@ def test_the_rule_sees_imports_attributes_patches_and_private_modules() -> None:
         "getattr(memory, '_operation')\n"
         "monkeypatch.setattr(Tables, '_add', None)\n"
         "Memory._embedding = None\n"
-        "memory.tables.refresh()\n"
+        "memory.tables.handles.refresh()\n"
     )
     engine = {"_view", "_operation", "_row", "_add", "_embedding"}
     assert [what for _, what in _places(source, engine)] == [
@@ -142,7 +142,12 @@ def test_a_modules_own_private_names_are_its_own() -> None:
 
 def test_the_engines_private_names_are_found() -> None:
     engine = _engine_privates()
-    assert {"_operation", "_append", "_NOTE_SCHEMA", "_catch_up"} <= engine  # a decorator, methods, a constant
+    assert {
+        "_operation",
+        "_erase_while_asked",
+        "_NOTE_SCHEMA",
+        "_catch_up",
+    } <= engine  # a decorator, methods, a constant
 
 
 def test_tests_and_benches_use_only_the_engines_public_names() -> None:

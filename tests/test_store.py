@@ -58,9 +58,9 @@ def test_many_single_writes_are_compacted_in_the_background(memory: Memory) -> N
         if thread.name == "corrigenda-compact":
             thread.join()
     # without compaction every write would be a fragment of its own
-    assert memory.tables.fragments()["notes"] < COMPACT_AT_FRAGMENTS + 16
-    assert memory.tables.compact()
-    assert memory.tables.fragments()["notes"] <= 2
+    assert memory.tables.compaction.fragments()["notes"] < COMPACT_AT_FRAGMENTS + 16
+    assert memory.tables.upkeep.compact()
+    assert memory.tables.compaction.fragments()["notes"] <= 2
     assert memory.stats()["notes"] == total
     found = memory.recall("metric number 7 gateway export", scope="metrics", max_chains=3)
     assert any(c.heads[0].text == "Metric number 7 is exported by the gateway" for c in found.chains)
@@ -72,7 +72,7 @@ def test_a_burst_of_writes_starts_one_look_at_upkeep_at_a_time(db: str, monkeypa
     monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)
     tables = Tables(db)  # reads the limit when made
     held, started, running, most = threading.Event(), [], [0], [0]
-    looked = tables.compact_if_due
+    looked = tables.upkeep.compact_if_due
 
     def look() -> bool:
         started.append(threading.current_thread())
@@ -82,7 +82,7 @@ def test_a_burst_of_writes_starts_one_look_at_upkeep_at_a_time(db: str, monkeypa
         running[0] -= 1
         return looked()
 
-    monkeypatch.setattr(tables, "compact_if_due", look)
+    monkeypatch.setattr(tables.upkeep, "compact_if_due", look)
     src, dst = new_note_id(), new_note_id()
 
     def write() -> None:
@@ -98,15 +98,15 @@ def test_a_burst_of_writes_starts_one_look_at_upkeep_at_a_time(db: str, monkeypa
     started[0].join(30)
     write()
     assert len(started) == 2 and most[0] == 1
-    assert tables.finish_upkeep(30)
-    assert tables.count()["events"] == 21
+    assert tables.upkeep.finish_upkeep(30)
+    assert tables.search.count()["events"] == 21
 
 
 def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:
     memory.remember(Draft(text="A note so the tables exist"))
     with FileLock(os.path.join(db, ".compact.lock")):  # as another process would hold it
-        assert memory.tables.compact() is False
-    assert memory.tables.compact() is True
+        assert memory.tables.upkeep.compact() is False
+    assert memory.tables.upkeep.compact() is True
 
 
 def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_version(
@@ -119,7 +119,7 @@ def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_vers
     first = writer.remember(Draft(text="The build server is ci-3")).note
     reader = Memory(db, embedder)
     assert [h.id for c in reader.recall("build server").chains for h in c.heads] == [first.id]
-    notes = reader.tables.notes_table()
+    notes = reader.tables.handles.notes_table()
     assert notes is not None
     opened_at = notes.version
     later = [writer.remember(Draft(text=f"Runner {i} builds the docs on Tuesdays")).note.id for i in range(4)]
@@ -127,8 +127,10 @@ def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_vers
     assert reader.history(later[-1]).note.id == later[-1]
     own = reader.remember(Draft(text="The deploy server is cd-1")).note
     assert notes.version == opened_at  # the LanceDB table was never asked
-    assert reader.tables.view(notes).version > writer.tables.view(notes).version  # on top of the writer's
-    ids = Tables(db).notes_table().to_arrow()["id"].to_pylist()  # type: ignore[union-attr]
+    assert (
+        reader.tables.handles.view(notes).version > writer.tables.handles.view(notes).version
+    )  # on top of the writer's
+    ids = Tables(db).handles.notes_table().to_arrow()["id"].to_pylist()  # type: ignore[union-attr]
     assert sorted(ids) == sorted([first.id, *later, own.id])
     assert writer.history(own.id).note.text == "The deploy server is cd-1"
 
@@ -142,7 +144,7 @@ def test_a_recall_after_another_servers_correction_reads_what_its_older_scan_doe
     old = memory.remember(Draft(text="The payments timeout is 30 seconds")).note
     other = Memory(db, embedder)
     assert [h.id for c in memory.recall("payments timeout").chains for h in c.heads] == [old.id]
-    rows = memory.tables.scope_rows("default")
+    rows = memory.tables.search.scope_rows("default")
     assert rows is not None and rows.addresses(["n_not_in_this_scan"]) == {}
     new = other.correct(old.id, Draft(text="The payments timeout is 45 seconds"), reason="raised").note
     chains = memory.recall("payments timeout").chains
@@ -153,24 +155,24 @@ def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_move
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = [memory.remember(Draft(text=f"Host {i} runs the {t}")).note.id for i, t in enumerate(["VPN", "wiki", "CI"])]
-    rows = memory.tables.scope_rows("default")
+    rows = memory.tables.search.scope_rows("default")
     assert rows is not None
     addresses = rows.addresses(ids)
     assert set(addresses) == set(ids) and len(set(addresses.values())) == 3  # three writes, three fragments
-    by_id = memory.tables.vectors(ids)
+    by_id = memory.tables.search.vectors(ids)
     assert set(by_id) == set(ids)
     lookups: list[str | None] = []
-    scan = memory.tables.scan
+    scan = memory.tables.handles.scan
 
     def counted_scan(*args: Any, **kwargs: Any) -> Any:
         lookups.append(args[2])
         return scan(*args, **kwargs)
 
-    monkeypatch.setattr(memory.tables, "scan", counted_scan)
+    monkeypatch.setattr(memory.tables.handles, "scan", counted_scan)
 
     def read(located: dict[str, int]) -> dict[str, np.ndarray]:
         lookups.clear()
-        found = memory.tables.vectors(ids, located)
+        found = memory.tables.search.vectors(ids, located)
         assert set(found) == set(ids) and all(np.array_equal(found[i], by_id[i]) for i in ids)
         return found
 
@@ -178,17 +180,17 @@ def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_move
     assert lookups == []  # every one taken where it was
     read({**addresses, ids[0]: addresses[ids[1]]})  # an address that holds another note
     assert lookups == [where.all_of(where.id_in([ids[0]]), where.model_could_read())]  # that one read by id
-    assert memory.tables.compact()  # rewrites the three fragments as one: the addresses point nowhere
+    assert memory.tables.upkeep.compact()  # rewrites the three fragments as one: the addresses point nowhere
     read(addresses)
     assert lookups == [where.all_of(where.id_in(ids), where.model_could_read())]
 
 
 def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransformerEmbedder) -> None:
     note = memory.remember(Draft(text="The VPN gateway is vpn-2")).note
-    stored = memory.tables.notes([note.id])[note.id]
+    stored = memory.tables.search.notes([note.id])[note.id]
     vector = embedder.embed([stored.text])[0]
     memory.tables.add_notes([(stored, vector, True)], embedder.name)  # the same id written again
-    assert Tables(memory.tables.uri).notes_table().count_rows() == 2  # type: ignore[union-attr]
+    assert Tables(memory.tables.uri).handles.notes_table().count_rows() == 2  # type: ignore[union-attr]
     recalled = memory.recall("which VPN gateway?")
     assert [h.id for c in recalled.chains for h in c.heads] == [note.id]
 
@@ -218,7 +220,7 @@ WORDS_OF_NOTES = {
 def found_by_each_word(memory: Memory, scope: str) -> dict[str, set[str]]:
     """Each word's notes, by full-text search and by recall (the default model reads "任务" as unknown)."""
     return {
-        word: {h.id for h in memory.tables.text_search(word, scope, None, 20)}
+        word: {h.id for h in memory.tables.search.text_search(word, scope, None, 20)}
         & {h.id for c in memory.recall(word, scope=scope).chains for h in c.heads}
         for word in WORDS_OF_NOTES
     }
@@ -229,11 +231,11 @@ def test_a_single_word_finds_the_notes_that_hold_it(memory: Memory) -> None:
     service = memory.remember(Draft(text="the service desk answers in an hour"), scope="words").note.id
     wanted = {word: {ids[text]} for word, text in WORDS_OF_NOTES.items()}
     assert found_by_each_word(memory, "words") == wanted  # searched before the index holds them
-    memory.tables.compact()
+    memory.tables.upkeep.compact()
     assert found_by_each_word(memory, "words") == wanted  # and through the index
     with_the = {service} | {i for text, i in ids.items() if "the" in text.split()}
-    assert {h.id for h in memory.tables.text_search("the", "words", None, 20)} == with_the  # stop words alone
-    war = memory.tables.text_search("what was the war?", "words", None, 20)  # else searched for its other words
+    assert {h.id for h in memory.tables.search.text_search("the", "words", None, 20)} == with_the  # stop words alone
+    war = memory.tables.search.text_search("what was the war?", "words", None, 20)  # else searched for its other words
     assert [h.id for h in war] == [ids[WORDS_OF_NOTES["war"]]]
 
 
@@ -243,16 +245,16 @@ def test_a_store_indexed_with_every_languages_stop_words_is_indexed_again_when_o
     from lancedb.index import FTS
 
     ids = {text: memory.remember(Draft(text=text), scope="words").note.id for text in set(WORDS_OF_NOTES.values())}
-    notes = memory.tables.notes_table()
+    notes = memory.tables.handles.notes_table()
     assert notes is not None
     notes.checkout_latest()
     notes.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)  # as a store made before
-    assert memory.tables.upkeep_due()
+    assert memory.tables.upkeep.upkeep_due()
 
     opened = Memory(db, embedder)  # the next server on the store: warming up looks whether upkeep is due
     opened.warm().join()
-    assert not opened.tables.upkeep_due()
-    (index,) = [i for i in opened.tables.notes_table().list_indices() if i.columns == ["text"]]  # type: ignore[union-attr]
+    assert not opened.tables.upkeep.upkeep_due()
+    (index,) = [i for i in opened.tables.handles.notes_table().list_indices() if i.columns == ["text"]]  # type: ignore[union-attr]
     assert index.index_details is not None
     assert index.index_details["remove_stop_words"] is limits.FULL_TEXT.get("remove_stop_words", True)
     assert found_by_each_word(opened, "words") == {word: {ids[text]} for word, text in WORDS_OF_NOTES.items()}
@@ -260,13 +262,13 @@ def test_a_store_indexed_with_every_languages_stop_words_is_indexed_again_when_o
 
 def test_import_stores_many_notes_in_one_write_or_none(memory: Memory) -> None:
     memory.remember(Draft(text="The staging cluster runs in eu-west-1"))
-    notes = memory.tables.notes_table()
+    notes = memory.tables.handles.notes_table()
     assert notes is not None
-    before = memory.tables.view(notes).version
+    before = memory.tables.handles.view(notes).version
     at = datetime(2026, 3, 1, tzinfo=UTC)
     drafts = [Draft(text=f"Session note {i}: the user moved to team {i}", at=at + timedelta(days=i)) for i in range(5)]
     stored = memory.import_notes(drafts, actor="importer")
-    assert memory.tables.view(notes).version == before + 1
+    assert memory.tables.handles.view(notes).version == before + 1
     assert [n.recorded_at for n in stored] == [d.at for d in drafts]
     assert {n.actor for n in stored} == {"importer"} and memory.stats()["notes"] == 6
     found = memory.recall("which team did the user move to?", as_of=at + timedelta(days=1, hours=1))
@@ -337,14 +339,14 @@ def test_a_write_reads_while_its_note_is_embedded(
         return read
 
     # a remember's full-text search for similar notes, a correct's read of the scope's graph
-    monkeypatch.setattr(memory.tables, "text_search", reading(memory.tables.text_search))
+    monkeypatch.setattr(memory.tables.search, "text_search", reading(memory.tables.search.text_search))
     memory.remember(Draft(text="The gateway's health check is /healthz"), scope="ops")
     waiting.read.clear()
     monkeypatch.setattr(memory.graphs, "get_with_version", reading(memory.graphs.get_with_version))
     fixed = memory.correct(port.id, Draft(text="The gateway listens on 9090"), reason="moved")
 
     assert waiting.overlapped == [True, True]
-    stored = memory.tables.vectors([fixed.note.id])[fixed.note.id]  # the correction's own text, embedded
+    stored = memory.tables.search.vectors([fixed.note.id])[fixed.note.id]  # the correction's own text, embedded
     assert np.allclose(stored, embedder.embed(["The gateway listens on 9090"])[0], atol=1e-6)
     assert memory.history(port.id).chain.heads[0].id == fixed.note.id
 
@@ -360,19 +362,19 @@ def test_compaction_merges_small_fragments_and_leaves_big_ones_alone(
 ) -> None:
     monkeypatch.setitem(limits.FRAGMENT_ROWS, tables.NOTES, 64)
     memory.import_notes([Draft(text=f"Imported note {i} about the release train") for i in range(100)])
-    memory.tables.compact()
+    memory.tables.upkeep.compact()
     big = data_files(memory)
     for i in range(10):
         memory.remember(Draft(text=f"Single note {i} about the staging cluster"))
-    assert memory.tables.compact()
+    assert memory.tables.upkeep.compact()
     after = data_files(memory)
     assert big <= after  # the 100-row fragment was not rewritten
-    assert memory.tables.fragments()["notes"] == 2  # the ten single rows are one fragment now
+    assert memory.tables.compaction.fragments()["notes"] == 2  # the ten single rows are one fragment now
     assert memory.stats()["notes"] == 110
 
 
 def data_files(memory: Memory) -> set[str]:
-    table = memory.tables.notes_table()
+    table = memory.tables.handles.notes_table()
     assert table is not None
     dataset = table.to_lance()
     dataset.checkout_latest()
@@ -381,8 +383,8 @@ def data_files(memory: Memory) -> set[str]:
 
 def test_every_column_a_filter_uses_is_indexed_and_searches_use_the_index(memory: Memory) -> None:
     memory.remember(Draft(text="The deploy key rotates monthly"), scope="ops")
-    memory.tables.compact()  # rows written after an index are covered from the next compaction
-    notes, events = memory.tables.notes_table(), memory.tables.events_table()
+    memory.tables.upkeep.compact()  # rows written after an index are covered from the next compaction
+    notes, events = memory.tables.handles.notes_table(), memory.tables.handles.events_table()
     assert notes is not None
     assert _index_types(notes) == {"id": "BTree", "scope": "Bitmap", "recorded_at_us": "BTree", "text": "FTS"}
     assert _index_types(events) == {"id": "BTree", "scope": "Bitmap", "src": "BTree", "dst": "BTree"}
@@ -397,19 +399,19 @@ def _index_types(table: Table) -> dict[str, str]:
 def test_a_store_made_with_a_btree_on_scope_gets_the_bitmap_at_its_next_upkeep(memory: Memory) -> None:
     memory.import_notes([Draft(text=f"Host {i} runs the build") for i in range(5)], scope="ops")
     note_id = memory.remember(Draft(text="The deploy key rotates monthly"), scope="ops").note.id
-    memory.tables.compact()
-    assert not memory.tables.upkeep_due()
-    notes, events = memory.tables.notes_table(), memory.tables.events_table()
+    memory.tables.upkeep.compact()
+    assert not memory.tables.upkeep.upkeep_due()
+    notes, events = memory.tables.handles.notes_table(), memory.tables.handles.events_table()
     assert notes is not None
     for table in (notes, events):  # as a store made before the bitmap was chosen has them
         table.drop_index("scope_idx")
         table.create_index("scope", config=BTree())
     assert _index_types(notes)["scope"] == _index_types(events)["scope"] == "BTree"
 
-    assert memory.tables.upkeep_due()
-    assert memory.tables.compact()
+    assert memory.tables.upkeep.upkeep_due()
+    assert memory.tables.upkeep.compact()
     assert _index_types(notes)["scope"] == _index_types(events)["scope"] == "Bitmap"
-    assert not memory.tables.upkeep_due()
+    assert not memory.tables.upkeep.upkeep_due()
     assert [c.heads[0].id for c in memory.recall("deploy key", scope="ops").chains][:1] == [note_id]
     memory.remember(Draft(text="Lunch is at noon"), scope="elsewhere")  # (an empty scope is an error to read)
     assert note_id not in {h.id for c in memory.recall("deploy key", scope="elsewhere").chains for h in c.heads}
@@ -422,15 +424,15 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     topics = ["the release train", "the staging cluster", "the billing export", "the VPN gateway", "the docs site"]
     memory.import_notes([Draft(text=f"Note {i}: {topics[i % 5]} runs on host {i}") for i in range(400)], scope="big")
     memory.import_notes([Draft(text=f"Small note {i} about {topics[i % 5]}") for i in range(20)], scope="small")
-    assert memory.tables.upkeep_due()  # 420 rows, no vector index yet
-    assert memory.tables.compact()
-    notes = memory.tables.notes_table()
+    assert memory.tables.upkeep.upkeep_due()  # 420 rows, no vector index yet
+    assert memory.tables.upkeep.compact()
+    notes = memory.tables.handles.notes_table()
     assert notes is not None
     assert [i.index_type for i in notes.list_indices() if i.columns == ["vector"]] == ["IvfSq"]
-    assert not memory.tables.upkeep_due()
+    assert not memory.tables.upkeep.upkeep_due()
 
     vector = memory.embedder.embed(["which host runs the billing export?"])[0]
-    approximate = memory.tables.vector_search(vector, "big", None, 20)
+    approximate = memory.tables.search.vector_search(vector, "big", None, 20)
     by_vector = notes.search(vector, vector_column_name="vector")
     assert isinstance(by_vector, LanceVectorQueryBuilder)
     exact = (
@@ -466,12 +468,12 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     )
 
     def on_a_bucket() -> list[tables.Hit]:
-        on_disk = memory.tables.location
-        monkeypatch.setattr(memory.tables, "location", Bucket(memory.tables.uri))  # what a bucket would do
+        on_disk = memory.tables.handles.location
+        monkeypatch.setattr(memory.tables.handles, "location", Bucket(memory.tables.uri))  # what a bucket would do
         try:
-            return memory.tables.vector_search(vector, "big", None, 20)
+            return memory.tables.search.vector_search(vector, "big", None, 20)
         finally:
-            monkeypatch.setattr(memory.tables, "location", on_disk)
+            monkeypatch.setattr(memory.tables.handles, "location", on_disk)
 
     remote = on_a_bucket()
     assert all(h.vector is None for h in remote) and len({h.id for h in remote} & exact_similarity.keys()) >= 19
@@ -489,9 +491,11 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     for cand in dense:
         if cand.note.id in exact_similarity:
             assert cand.similarity == pytest.approx(exact_similarity[cand.note.id], abs=1e-5)
-    assert memory.tables.searched_exactly(notes, "small") and not memory.tables.searched_exactly(notes, "big")
-    small = memory.tables.vector_search(vector, "small", None, 20)
-    assert {n.scope for n in memory.tables.notes(h.id for h in small).values()} == {"small"}
+    assert memory.tables.search.searched_exactly(notes, "small") and not memory.tables.search.searched_exactly(
+        notes, "big"
+    )
+    small = memory.tables.search.vector_search(vector, "small", None, 20)
+    assert {n.scope for n in memory.tables.search.notes(h.id for h in small).values()} == {"small"}
 
 
 def test_a_scope_alone_in_its_store_never_finds_another_scopes_notes_written_since(
@@ -506,7 +510,7 @@ def test_a_scope_alone_in_its_store_never_finds_another_scopes_notes_written_sin
     ]
     query = "where does the billing export run"
     vector = embedder.embed([query])[0]
-    assert {h.id for h in memory.tables.vector_search(vector, "ops", None, 20)} == set(ours)  # counted: alone
+    assert {h.id for h in memory.tables.search.vector_search(vector, "ops", None, 20)} == set(ours)  # counted: alone
     before = datetime.now(UTC)
 
     other = Memory(memory.tables.uri, embedder)  # another process: this one's count does not see its notes
@@ -514,11 +518,11 @@ def test_a_scope_alone_in_its_store_never_finds_another_scopes_notes_written_sin
         other.remember(Draft(text=f"The billing export runs nightly on host {i}"), scope="finance").note.id
         for i in range(4, 30)
     }
-    memory.tables.refresh()
+    memory.tables.handles.refresh()
 
     for at in (None, before):
-        dense = memory.tables.vector_search(vector, "ops", at, 20)
-        words = memory.tables.text_search(query, "ops", at, 20)
+        dense = memory.tables.search.vector_search(vector, "ops", at, 20)
+        words = memory.tables.search.text_search(query, "ops", at, 20)
         assert {h.id for h in dense} == set(ours) and {h.id for h in words} <= set(ours)
         assert ours[0] in {h.id for h in words}
     found = {h.id for c in memory.recall(query, scope="ops").chains for h in c.heads}
@@ -535,10 +539,10 @@ def test_the_vector_index_keeps_about_root_rows_partitions_in_one_segment_as_the
     def grow(start: int, count: int) -> tuple[int, int]:
         drafts = [Draft(text=f"Note {i}: host {i} serves {topics[i % 5]}") for i in range(start, start + count)]
         memory.import_notes(drafts, scope="s")
-        assert memory.tables.compact()
-        notes = memory.tables.notes_table()
+        assert memory.tables.upkeep.compact()
+        notes = memory.tables.handles.notes_table()
         assert notes is not None
-        shape = memory.tables.vector_index_shape(notes)
+        shape = memory.tables.indexes.vector_index_shape(notes)
         assert shape is not None
         return shape
 
@@ -553,8 +557,8 @@ def test_the_vector_index_keeps_about_root_rows_partitions_in_one_segment_as_the
     # guards against is Lance's own shape, a handful of partitions for the whole table, or one a row)
     assert 16 <= grown <= 61 and segments == 1
     vector = memory.embedder.embed(["which host serves the billing export?"])[0]
-    found = memory.tables.vector_search(vector, "s", None, 20)
-    assert len(found) == 20 and {n.scope for n in memory.tables.notes(h.id for h in found).values()} == {"s"}
+    found = memory.tables.search.vector_search(vector, "s", None, 20)
+    assert len(found) == 20 and {n.scope for n in memory.tables.search.notes(h.id for h in found).values()} == {"s"}
 
 
 TIMES = st.datetimes(datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59), timezones=st.just(UTC))
@@ -598,7 +602,7 @@ def test_warming_calls_back_once_the_model_is_loaded_and_even_when_warming_faile
         raise RuntimeError("the store could not be opened")
 
     steps.clear()
-    monkeypatch.setattr(memory.tables, "check_model", refused)
+    monkeypatch.setattr(memory.tables.handles, "check_model", refused)
     memory.warm(then=lambda: steps.append("then")).join(timeout=120)
     assert steps == ["then"]
 
@@ -613,7 +617,7 @@ def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
     big = memory.import_notes([Draft(text=f"Big host {i} runs the build") for i in range(5)], scope="big")
     scans: list[str] = []
     by_id: list[str] = []
-    real_scan, real_notes = memory.graphs.scan_scope, memory.tables.notes_with_vectors
+    real_scan, real_notes = memory.graphs.scan_scope, memory.tables.search.notes_with_vectors
 
     def scan(scope: str, leave_out: Any = ()) -> Any:
         scans.append(scope)
@@ -624,7 +628,7 @@ def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
         return real_notes(ids, vectors)
 
     monkeypatch.setattr(memory.graphs, "scan_scope", scan)
-    monkeypatch.setattr(memory.tables, "notes_with_vectors", notes)
+    monkeypatch.setattr(memory.tables.search, "notes_with_vectors", notes)
 
     def recall_without_kept_notes(scope: str) -> set[str]:
         memory.graphs.notes.clear()  # so every note comes from a scan, or by id
@@ -672,8 +676,8 @@ def test_another_process_s_writes_are_read_as_what_they_appended_and_a_compactio
     assert [h.id for h in first.heads] == [corrected.note.id] and [e.note.id for e in first.history] == [old.id]
     assert since == [[corrected.event.id]] and whole == []
 
-    assert writer.tables.compact()
-    assert writer.tables.fragments()["events"] == 1
+    assert writer.tables.upkeep.compact()
+    assert writer.tables.compaction.fragments()["events"] == 1
     assert reader.history(corrected.note.id).chain.heads[0].id == corrected.note.id
     assert since[1:] == [[]] and whole == []  # the graph moved to the compacted version as it was
 

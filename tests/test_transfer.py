@@ -179,12 +179,12 @@ def test_an_old_export_does_not_bring_back_a_forgotten_note(
     memory.forget(secret.id, reason="a person asked")
     back = memory.import_lines(old_export)
     assert back.forgotten_skipped == 1 and back.notes_written == 0 and back.notes_present == 1
-    assert secret.id not in memory.tables.notes([secret.id, kept.id])
+    assert secret.id not in memory.tables.search.notes([secret.id, kept.id])
 
     # the new export carries the tombstone, which erases the note from the older copy too
     erased = elsewhere.import_lines(memory.export())
     assert erased.notes_erased == [secret.id]
-    assert elsewhere.tables.notes([secret.id]) == {}
+    assert elsewhere.tables.search.notes([secret.id]) == {}
     assert all("4711" not in c.heads[0].text for c in elsewhere.recall("alarm code", "ops").chains)
 
 
@@ -218,7 +218,7 @@ def test_a_knowledge_graph_memory_file_becomes_notes_that_depend_on_their_entiti
         memory.import_lines(bad, scope="kg2")
     with pytest.raises(InvalidArgument, match=r"^line 2: .*entity and relation lines"):
         memory.import_lines([lines[0], json.dumps({"type": "note", "text": "x"})], scope="kg2")
-    assert "kg2" not in memory.tables.scopes()
+    assert "kg2" not in memory.tables.search.scopes()
 
 
 @pytest.mark.processes
@@ -495,7 +495,7 @@ def test_a_knowledge_graph_entity_given_a_second_type_is_refused_naming_both_lin
         InvalidArgument, match=r"^line 2: entityType: 'team', but line 1 gives entity 'Billing' the type 'service'"
     ):
         memory.import_lines([json.dumps(entity), json.dumps(other)], scope="kg")
-    assert "kg" not in memory.tables.scopes()
+    assert "kg" not in memory.tables.search.scopes()
 
 
 # Two relations whose names joined with U+001F are the same: "A knows B␟x␟C" and "A␟knows␟B x C".
@@ -521,7 +521,7 @@ def test_a_knowledge_graph_name_holding_a_control_character_is_refused_naming_th
     one id (CROSSED), and the second would be dropped as a repeat of the first. Nothing is stored."""
     with pytest.raises(InvalidArgument, match=f"^{re.escape(problem)}"):
         memory.import_lines([json.dumps(r) for r in records], scope="kg")
-    assert "kg" not in memory.tables.scopes()
+    assert "kg" not in memory.tables.search.scopes()
 
 
 def with_vector(lines: Sequence[str], index: int, raw: str) -> list[str]:
@@ -632,7 +632,7 @@ def test_an_import_whose_notes_fail_to_be_written_changes_no_stored_note_and_com
     done = memory.import_lines(crafted)
     assert (done.notes_written, done.events_written, done.notes_erased) == (1, 2, [secret.id])
     assert memory.history(kept.id).note.state is NoteState.REVOKED
-    assert memory.tables.notes([secret.id]) == {}
+    assert memory.tables.search.notes([secret.id]) == {}
 
 
 def test_an_import_takes_a_byte_order_mark_and_refuses_deep_nesting_numbers_as_text_and_numbers_as_times(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import limits
 from .handles import Handles
+from .indexes import Indexes, latest_dataset
 from .schema import NOTES
 
 if TYPE_CHECKING:
@@ -20,11 +21,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Compaction(Handles):
-    """The compaction of one store's tables."""
+class Compaction:
+    """The compaction of one store's tables, reached through its `handles`, their `indexes` kept up."""
+
+    def __init__(self, handles: Handles, indexes: Indexes) -> None:
+        self.handles = handles
+        self.indexes = indexes
 
     def fragments(self) -> dict[str, int]:
-        return {name: len(self._dataset(table).get_fragments()) for name, table in self._tables().items()}
+        return {name: len(latest_dataset(table).get_fragments()) for name, table in self.handles.tables().items()}
 
     def tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
         """One table's upkeep, on its latest version: its missing indexes (not while erasing: a `forget`
@@ -33,20 +38,20 @@ class Compaction(Handles):
         cleanup."""
         table.checkout_latest()
         if not erasing:
-            self.ensure_indexes(table, retype=True)
+            self.indexes.ensure_indexes(table, retype=True)
             if name == NOTES:
-                self._ensure_vector_index(table)
-        dataset = self._dataset(table)
+                self.indexes.ensure_vector_index(table)
+        dataset = latest_dataset(table)
         dataset.optimize.compact_files(
             target_rows_per_fragment=limits.FRAGMENT_ROWS[name],
             materialize_deletions_threshold=0.0 if erasing else None,  # None: Lance's own (10 % deleted)
         )
         dataset.optimize.optimize_indices()
         if erasing:
-            self._rebuild_stale_indexes(table)
+            self.indexes.rebuild_stale(table)
         elif name == NOTES:
-            self._reshape_vector_index(table)
-        self.clean_versions(self._dataset(table), keep_versions_for)
+            self.indexes.reshape_vector_index(table)
+        self.clean_versions(latest_dataset(table), keep_versions_for)
 
     def clean_versions(self, dataset: LanceDataset, keep_versions_for: timedelta) -> None:
         """Delete the versions older than `keep_versions_for` or than the newest KEEP_VERSIONS, then
@@ -54,7 +59,7 @@ class Compaction(Handles):
         leftovers). On an object store, where each pass of Lance's cleanup reads every manifest there
         is (a request each), one pass: the versions beyond the newest KEEP_VERSIONS_REMOTE, whatever
         their age (all but the latest when `keep_versions_for` is zero: an erasure)."""
-        if self.location.cleans_in_one_pass and keep_versions_for > timedelta(0):
+        if self.handles.location.cleans_in_one_pass and keep_versions_for > timedelta(0):
             dataset.cleanup_old_versions(
                 retain_versions=limits.KEEP_VERSIONS_REMOTE, error_if_tagged_old_versions=False
             )
@@ -62,7 +67,7 @@ class Compaction(Handles):
         dataset.cleanup_old_versions(older_than=keep_versions_for, error_if_tagged_old_versions=False)
         if keep_versions_for > timedelta(0):  # else only the latest is left (an erasure): nothing more to list
             dataset.cleanup_old_versions(retain_versions=limits.KEEP_VERSIONS, error_if_tagged_old_versions=False)
-        if not self.location.collects_orphans:
+        if not self.handles.location.collects_orphans:
             return
         tracked = set(dataset.tracked_files().read_all()["path"].to_pylist())
         present = dataset.all_files().read_all().to_pylist()

@@ -23,6 +23,7 @@ from .. import where
 from ..model import EventKind
 from . import limits
 from .compaction import Compaction
+from .handles import Handles
 from .retry import _reading, _until_committed
 from .schema import _ERASURE_SCHEMA
 
@@ -32,15 +33,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Erasure(Compaction):
-    """The erasure passes of one store."""
+class Erasure:
+    """The erasure passes of one store, through its `handles`, each rewriting the files with `compaction`,
+    holding `passes` (one pass of upkeep or erasure at a time in this process: upkeep's hold it too)."""
 
-    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
-        super().__init__(uri, storage_options)
-        self._compact_lock = threading.Lock()  # one pass of upkeep or erasure at a time in this process
+    def __init__(self, handles: Handles, compaction: Compaction, passes: threading.Lock) -> None:
+        self.handles = handles
+        self.compaction = compaction
+        self.passes = passes
         # On object storage an erasure pass takes 1-5 s (docs/object-storage.md, "Measured"): `forget` answers once
         # its tombstone is committed, and a thread of this process erases (erase_soon).
-        self.erase_later = self.location.erases_later  # a test sets it on a directory
+        self.erase_later = handles.location.erases_later  # a test sets it on a directory
         self._eraser: threading.Thread | None = None
         self._eraser_lock = threading.Lock()
         self._erase_again = False
@@ -49,19 +52,19 @@ class Erasure(Compaction):
         """The events an erasure of these notes removes: every event naming one of them but their
         `forgets` tombstones, the events `also` names, and every event naming one of those (a
         reinstates of a revokes)."""
-        events = self.events_table()
-        named = self.scan(events, ["id", "kind"], where.naming(note_ids))
+        events = self.handles.events_table()
+        named = self.handles.scan(events, ["id", "kind"], where.naming(note_ids))
         first = [
             i
             for i, k in zip(named["id"].to_pylist(), named["kind"].to_pylist(), strict=True)
             if k != EventKind.FORGETS.value
         ] + list(also)
-        second = self.scan(events, ["id"], where.id_in(first, "dst"))
+        second = self.handles.scan(events, ["id"], where.id_in(first, "dst"))
         return sorted(set(first) | set(second["id"].to_pylist()))
 
     def erased(self, note_ids: Collection[str] | None = None) -> set[str]:
         """Those of these notes (None: of all) whose erasure a pass has finished."""
-        table = self._erasures_table()
+        table = self.handles.erasures_table()
         if table is None or (note_ids is not None and not note_ids):
             return set()
         clause = None if note_ids is None else where.id_in(note_ids, "note_id")
@@ -75,7 +78,7 @@ class Erasure(Compaction):
 
     def unerased(self) -> list[str]:
         """Forgotten notes whose erasure no pass has finished: one under way, or cut short."""
-        tombstones = self.scan(self.events_table(), ["dst"], where.kind_is(EventKind.FORGETS.value))
+        tombstones = self.handles.scan(self.handles.events_table(), ["dst"], where.kind_is(EventKind.FORGETS.value))
         forgotten = set(tombstones["dst"].to_pylist())
         return sorted(forgotten - self.erased()) if forgotten else []
 
@@ -86,10 +89,10 @@ class Erasure(Compaction):
         (filelock's Timeout after), looking again meanwhile whether that erased them: when it returns,
         every note forgotten before the call is erased, by this pass or another process's."""
         deadline = time.monotonic() + wait
-        tables = self._tables()  # opened (never made) outside the lock, which making a table takes
+        tables = self.handles.tables()  # opened (never made) outside the lock, which making a table takes
         while events or self.unerased():
             try:
-                with self._compact_lock, self.upkeep_lock(0):
+                with self.passes, self.handles.upkeep_lock(0):
                     return self.erasure_pass(tables, events)
             except Timeout:
                 if time.monotonic() >= deadline:
@@ -105,27 +108,27 @@ class Erasure(Compaction):
         holds one is rewritten without it, and older versions (which still hold it) are removed. A pass
         cut short leaves its notes unmarked, and the next one does it all again (deleting twice is
         harmless)."""
-        self.refresh()  # what the holder before this one left: the files of older versions may be gone
+        self.handles.refresh()  # what the holder before this one left: the files of older versions may be gone
         notes = self.unerased()
         if not notes and not events:
             return []
         started = time.monotonic()
         removed = self.erasure_events(notes, events)
-        notes_table = self.notes_table()
+        notes_table = self.handles.notes_table()
         if notes_table is not None:
             _until_committed(partial(_delete, notes_table, where.id_in(notes)), limits.ERASE_WAIT)
         if removed:
-            _until_committed(partial(_delete, self.events_table(), where.id_in(removed)), limits.ERASE_WAIT)
+            _until_committed(partial(_delete, self.handles.events_table(), where.id_in(removed)), limits.ERASE_WAIT)
         for name, table in tables.items():
             # Rewrite every file holding a deleted row, this pass's or a cut pass's (whose delete
             # landed but whose rewrite did not), then the indexes, then drop the versions that
             # still hold the rows.
-            _until_committed(partial(self.tidy, name, table, timedelta(0), erasing=True), limits.ERASE_WAIT)
+            _until_committed(partial(self.compaction.tidy, name, table, timedelta(0), erasing=True), limits.ERASE_WAIT)
         if notes:
             erased_at = where.to_micros(datetime.now(UTC))
             marks = [{"note_id": n, "erased_at_us": erased_at} for n in notes]
-            self._erasures_table(make=True).add(pa.Table.from_pylist(marks, schema=_ERASURE_SCHEMA))  # type: ignore[union-attr]
-        self.refresh()
+            self.handles.erasures_table(make=True).add(pa.Table.from_pylist(marks, schema=_ERASURE_SCHEMA))  # type: ignore[union-attr]
+        self.handles.refresh()
         took = time.monotonic() - started
         if notes:
             log.info("erased %d forgotten note%s from the files in %.1f s", len(notes), _s(notes), took)
@@ -143,6 +146,15 @@ class Erasure(Compaction):
             if self._eraser is None:
                 self._eraser = threading.Thread(target=self._erase_while_asked, name="corrigenda-erase", daemon=True)
                 self._eraser.start()
+
+    def finish(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the erasure thread, if one runs; whether none runs now."""
+        with self._eraser_lock:
+            eraser = self._eraser
+        if eraser is not None:
+            eraser.join(timeout)
+            return not eraser.is_alive()
+        return True
 
     def _erase_while_asked(self) -> None:
         while True:

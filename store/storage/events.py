@@ -20,21 +20,24 @@ if TYPE_CHECKING:
     from lance.dataset import LanceDataset
 
 
-class EventReads(Handles):
-    """The reads of one store's events table."""
+class EventReads:
+    """The reads of one store's events table, through its `handles`."""
+
+    def __init__(self, handles: Handles) -> None:
+        self.handles = handles
 
     def events_version(self) -> int:
-        return int(self.view(self.events_table()).version)
+        return int(self.handles.view(self.handles.events_table()).version)
 
     def scope_events(self, scope: str) -> tuple[int, list[Event]]:
         """Every event of a scope, and the table version it was read at (read first: see graph.py)."""
-        table = self.events_table()
+        table = self.handles.events_table()
 
         def read() -> tuple[int, pa.Table]:
-            view = self.view(table)
+            view = self.handles.view(table)
             return view.version, view.to_table(filter=where.scope_is(scope), prefilter=True)
 
-        version, rows = self._read(read)
+        version, rows = self.handles.read(read)
         return version, [event_from_row(row) for row in rows.to_pylist()]
 
     def events_since(self, version: int, scope: str) -> tuple[int, list[Event]] | None:
@@ -43,10 +46,10 @@ class EventReads(Handles):
         they cannot be told from the rest, and the scope must be read whole: a version did more than
         append, compact or bring an index up to date (a `forget` deletes), its transaction is gone, a
         compaction rewrote what was appended since, or more than EVENTS_SINCE_MAX versions came."""
-        table = self.events_table()
+        table = self.handles.events_table()
 
         def read() -> tuple[int, list[Event]] | None:
-            view = self.view(table)
+            view = self.handles.view(table)
             latest = view.version
             if not 0 <= latest - version <= limits.EVENTS_SINCE_MAX:
                 return None
@@ -68,22 +71,22 @@ class EventReads(Handles):
             rows = view.scanner(filter=where.scope_is(scope), fragments=fragments).to_table()
             return latest, [event_from_row(row) for row in rows.to_pylist()]
 
-        return self._read(read)
+        return self.handles.read(read)
 
     @property
     def catch_up_from(self) -> int:
         """The fewest events a scope's graph holds for `events_since` to cost less than reading the
         scope again: any on disk; CATCH_UP_FROM_REMOTE on an object store, where each version is requests."""
-        return self.location.catch_up_from
+        return self.handles.location.catch_up_from
 
     def tombstone(self, note_id: str) -> Event | None:
         """The `forgets` event of a note, if it was forgotten."""
         clause = where.all_of(where.id_in([note_id], "dst"), where.kind_is(EventKind.FORGETS.value))
-        rows = self.scan(self.events_table(), None, clause, limit=1).to_pylist()
+        rows = self.handles.scan(self.handles.events_table(), None, clause, limit=1).to_pylist()
         return event_from_row(rows[0]) if rows else None
 
     def event(self, event_id: str) -> Event | None:
-        rows = self.scan(self.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
+        rows = self.handles.scan(self.handles.events_table(), None, where.id_in([event_id]), limit=1).to_pylist()
         return event_from_row(rows[0]) if rows else None
 
     def events_committed_before(
@@ -93,11 +96,11 @@ class EventReads(Handles):
         events table: what a write that made `version` raced with. None when that version is no longer
         kept (`committed_before`)."""
         clause = where.all_of(where.id_in(dsts, "dst"), where.kind_in(k.value for k in kinds))
-        rows = self.committed_before(self.events_table(), version, clause)
+        rows = self.handles.committed_before(self.handles.events_table(), version, clause)
         return None if rows is None else [event_from_row(row) for row in rows.to_pylist()]
 
     def catch_up_events(self) -> None:
-        self.catch_up(self.events_table())
+        self.handles.catch_up(self.handles.events_table())
 
 
 def _appended_since(view: LanceDataset, version: int, latest: int) -> set[str] | None:

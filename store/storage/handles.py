@@ -48,21 +48,24 @@ T = TypeVar("T")
 _REFRESHES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corrigenda-refresh")
 
 
-class Handles(Indexes):
-    """The tables of one store and a view of each, opened lazily (importing lancedb takes about a second)."""
+class Handles:
+    """The tables of one store and a view of each, opened lazily (importing lancedb takes about a second).
+    Handed the store's `location` (what differs between a directory and a bucket, asked there) and its
+    `indexes`, which every table it opens or makes is given; it makes the `lease` of a bucket's upkeep."""
 
-    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self, uri: str, location: Location, indexes: Indexes, storage_options: dict[str, str] | None = None
+    ) -> None:
         self.uri = uri
         self._storage_options = storage_options
-        self.location = Location.of(uri)  # what differs between a directory and a bucket, asked there
-        self.location.check()
+        self.location = location
+        self.indexes = indexes
         self._db: DBConnection | None = None
         self._notes: Table | None = None
         self._events: Table | None = None
         self._erasures: Table | None = None
         self._open_lock = threading.Lock()
-        self._lease = Lease(self.open_or_create) if self.location.uses_lease else None
+        self.lease = Lease(self.open_or_create) if self.location.uses_lease else None
         self._model: tuple[str, int] | None = None  # stored_model(), once the notes table exists
         self._views: dict[str, LanceDataset] = {}  # table name -> its dataset, for reads (view)
         self._views_lock = threading.Lock()
@@ -101,18 +104,18 @@ class Handles(Indexes):
         On a bucket the tables are caught up at once, each a listing and, if it moved, a manifest read."""
         tables = [t for t in (self._notes, self._events) if t is not None]
         if self.location.refreshes_tables_at_once and len(tables) == 2:
-            beside = _REFRESHES.submit(self._read, partial(self._catch_up, tables[1]))
-            self._read(partial(self._catch_up, tables[0]))
+            beside = _REFRESHES.submit(self.read, partial(self._catch_up, tables[1]))
+            self.read(partial(self._catch_up, tables[0]))
             beside.result()
             return
         for table in tables:
-            self._read(partial(self._catch_up, table))
+            self.read(partial(self._catch_up, table))
 
     def _catch_up(self, table: Table) -> None:
         """Move a table's view forward to its latest version. With nothing new it costs a look at the
         latest version (on a bucket, a listing); a newer one is read from what that look found (a
         manifest read; asked for by number, a version costs a HEAD for its size first). The LanceDB
-        table, which deletes and upkeep go through, is moved where they are (`_delete`, `_dataset`,
+        table, which deletes and upkeep go through, is moved where they are (`_delete`, `latest_dataset`,
         and the look for a vector index in `searched_exactly`)."""
         self._move(table, self.view(table).checkout_version((None, None)))  # Lance's name for the latest
 
@@ -135,7 +138,7 @@ class Handles(Indexes):
         latest version first.
 
         The data is written once; its commit is tried until it lands (`_committed`). Every write's rows
-        go through here, once or again (`_append`): the step at which tests cut or hold a write."""
+        go through here, once or again (`append`): the step at which tests cut or hold a write."""
         import lance
 
         view = self.view(table)
@@ -151,8 +154,8 @@ class Handles(Indexes):
         """The notes table, or None while the store is empty (it is made at the first write)."""
         if self._notes is None and NOTES in self._table_names():
             self._notes = self._opened(NOTES)
-        if self._notes is not None and not self._indexed:
-            self.ensure_indexes(self._notes)
+        if self._notes is not None and not self.indexes.notes_indexed:
+            self.indexes.ensure_indexes(self._notes)
         return self._notes
 
     def events_table(self) -> Table:
@@ -163,7 +166,7 @@ class Handles(Indexes):
                 self._events = self._made({EVENTS: EVENT_SCHEMA})[EVENTS]
         return self._events
 
-    def _erasures_table(self, make: bool = False) -> Table | None:
+    def erasures_table(self, make: bool = False) -> Table | None:
         """The erasures table; None while no erasure pass has made it (`make`: only under the lock of
         upkeep, which erasure passes hold)."""
         if self._erasures is None and (make or ERASURES in self._table_names()):
@@ -193,7 +196,7 @@ class Handles(Indexes):
                 f"not {got}: start the server with --model {name}, or use another --db"
             )
 
-    def _ensure_notes(self, model: str, dimension: int) -> Table:
+    def ensure_notes(self, model: str, dimension: int) -> Table:
         table = self.notes_table()
         if table is None:
             wanted = {NOTES: note_schema(model, dimension)}
@@ -215,7 +218,7 @@ class Handles(Indexes):
         with self.upkeep_lock(limits.CREATE_WAIT):
             made = {name: self.open_or_create(name, schema) for name, schema in wanted.items()}
             for table in made.values():
-                self.ensure_indexes(table)
+                self.indexes.ensure_indexes(table)
             return made
 
     def _opened(self, name: str) -> Table:
@@ -226,9 +229,9 @@ class Handles(Indexes):
         if set(wanted_indexes(name)) - indexed_columns(table):
             with self.upkeep_lock(limits.CREATE_WAIT):
                 table.checkout_latest()
-                self.ensure_indexes(table)
+                self.indexes.ensure_indexes(table)
         elif name == NOTES:
-            self._indexed = True
+            self.indexes.notes_indexed = True
         return table
 
     def open_or_create(self, name: str, schema: pa.Schema | None) -> Table:
@@ -242,7 +245,7 @@ class Handles(Indexes):
 
         return _creating(name, attempt)
 
-    def _append(self, table: Table, rows: pa.Table) -> int:
+    def append(self, table: Table, rows: pa.Table) -> int:
         """Append rows in one write; in a young table, make sure they are there (YOUNG_TABLE_VERSIONS).
         Returns the table version that holds them."""
         try:
@@ -280,7 +283,7 @@ class Handles(Indexes):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def _read(self, work: Callable[[], T]) -> T:
+    def read(self, work: Callable[[], T]) -> T:
         """Run a read; if another process's cleanup removed a file of the version it was reading,
         check out the latest version and read again (`_reading`)."""
 
@@ -307,7 +310,7 @@ class Handles(Indexes):
     def scan(self, table: Table, columns: list[str] | None, clause: str | None = None, **search: Any) -> pa.Table:
         """Rows of a table (the columns, those matching `clause`: a filter from where.py), or the
         hits of a `nearest` or `full_text_query` search among them, through `_read`."""
-        return self._read(lambda: self.view(table).to_table(columns=columns, filter=clause, prefilter=True, **search))
+        return self.read(lambda: self.view(table).to_table(columns=columns, filter=clause, prefilter=True, **search))
 
     def committed_before(
         self, table: Table, version: int, clause: str, columns: list[str] | None = None
@@ -325,13 +328,13 @@ class Handles(Indexes):
     def catch_up(self, table: Table) -> None:
         """Move one table's view to its latest version: `refresh` for that table alone, in the middle of
         an operation (a write's race check reads what landed after its own commit)."""
-        self._read(partial(self._catch_up, table))
+        self.read(partial(self._catch_up, table))
 
-    def _tables(self) -> dict[str, Table]:
+    def tables(self) -> dict[str, Table]:
         tables = {EVENTS: self.events_table(), NOTES: self.notes_table()}
         return {name: table for name, table in tables.items() if table is not None}
 
     def upkeep_lock(self, wait: float) -> AbstractContextManager[Any]:
         """One process at a time, for upkeep and erasure: a lock file beside a store on disk, the
         upkeep lease on object storage (lease.py). Raises filelock's Timeout after `wait` seconds."""
-        return exclusive(self.uri, self._lease, wait)
+        return exclusive(self.uri, self.lease, wait)

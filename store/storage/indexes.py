@@ -21,11 +21,12 @@ log = logging.getLogger(__name__)
 
 
 class Indexes:
-    """The indexes of the tables of one store (the lowest layer of `Tables`)."""
+    """The indexes of the tables of one store. Handed nothing: each call is given the table; what it keeps
+    is what this process has learnt of them."""
 
     def __init__(self) -> None:
-        self._indexed = False  # whether this process has made sure the notes table's indexes exist
-        # The vector index's partitions when this process last read them (`_reshape_vector_index`)
+        self.notes_indexed = False  # whether this process has made sure the notes table's indexes exist
+        # The vector index's partitions when this process last read them (`reshape_vector_index`)
         self._partitions_seen: int | None = None
 
     def ensure_indexes(self, table: Table, retype: bool = False) -> None:
@@ -62,15 +63,9 @@ class Indexes:
                         raise
                     log.info("indexing %s.%s met another process (%s); looking again", table.name, column, exc)
         if table.name == NOTES:
-            self._indexed = True
+            self.notes_indexed = True
 
-    def _dataset(self, table: Table) -> LanceDataset:
-        """The latest version of a table as a Lance dataset: upkeep needs what LanceDB does not offer
-        (compaction that leaves big fragments alone, cleanup that lists every file)."""
-        table.checkout_latest()  # and the LanceDB table with it, for upkeep's reads through it
-        return table.to_lance()
-
-    def _rebuild_stale_indexes(self, table: Table) -> None:
+    def rebuild_stale(self, table: Table) -> None:
         """Build again every index that still covers a fragment the table no longer has. A delete that
         takes every row of a fragment drops the fragment without rewriting it, so no compaction remaps
         the indexes over it: they keep the deleted rows' terms, vectors and values (an erasure must
@@ -98,15 +93,15 @@ class Indexes:
             if empty:
                 table.drop_index(index.name)
             elif column == "vector":
-                self._ensure_vector_index(table, again=True)
+                self.ensure_vector_index(table, again=True)
             else:
                 table.create_index(column, config=wanted[column], replace=True)
 
     @staticmethod
     def _vector_index_due(table: Table) -> bool:
-        return table.count_rows() >= limits.VECTOR_INDEX_AT and not _has_vector_index(table)
+        return table.count_rows() >= limits.VECTOR_INDEX_AT and not has_vector_index(table)
 
-    def _ensure_vector_index(self, table: Table, again: bool = False) -> None:
+    def ensure_vector_index(self, table: Table, again: bool = False) -> None:
         """Index the vectors once the table is big enough for an index to pay (below, search is exact;
         rows added after the index are searched exactly until the next compaction indexes them), with
         about √rows partitions of √rows rows each; `again`: train it anew."""
@@ -121,12 +116,12 @@ class Indexes:
     @staticmethod
     def vector_index_shape(table: Table) -> tuple[int, int] | None:
         """The vector index's (partitions, segments); None while there is none."""
-        if not _has_vector_index(table):
+        if not has_vector_index(table):
             return None
         stats = table.to_lance().stats.index_stats(limits.VECTOR_INDEX)
         return min(s["num_partitions"] for s in stats["segments"]), len(stats["segments"])
 
-    def _reshape_vector_index(self, table: Table) -> None:
+    def reshape_vector_index(self, table: Table) -> None:
         """After compaction (which adds a segment): train the index anew once the table has outgrown its
         partitions (VECTOR_RETRAIN_GROWTH), or else merge its segments past VECTOR_SEGMENTS.
 
@@ -147,15 +142,22 @@ class Indexes:
             partitions, segments = shape
             self._partitions_seen = partitions
         if rows >= limits.VECTOR_RETRAIN_GROWTH * partitions**2:
-            self._ensure_vector_index(table, again=True)
+            self.ensure_vector_index(table, again=True)
         elif segments > limits.VECTOR_SEGMENTS:
-            self._dataset(table).optimize.optimize_indices(
+            latest_dataset(table).optimize.optimize_indices(
                 index_names=[limits.VECTOR_INDEX], num_indices_to_merge=segments
             )
 
 
+def latest_dataset(table: Table) -> LanceDataset:
+    """The latest version of a table as a Lance dataset: upkeep needs what LanceDB does not offer
+    (compaction that leaves big fragments alone, cleanup that lists every file)."""
+    table.checkout_latest()  # and the LanceDB table with it, for upkeep's reads through it
+    return table.to_lance()
+
+
 def wanted_indexes(name: str) -> dict[str, Any]:
-    """Each indexed column of a table, with the index it gets (`Tables.ensure_indexes`)."""
+    """Each indexed column of a table, with the index it gets (`Indexes.ensure_indexes`)."""
     from lancedb.index import FTS, Bitmap, BTree
 
     configs = {"BTree": BTree, "Bitmap": Bitmap}
@@ -193,7 +195,7 @@ def unwanted_indexes(name: str, view: LanceDataset) -> list[IndexDescription]:
     return unwanted
 
 
-def _wholly_indexed(view: LanceDataset) -> bool:
+def wholly_indexed(view: LanceDataset) -> bool:
     """Whether the vector index covers every fragment of this version. Then a search through it returns
     the index's 8-bit estimates of 2 - 2·cos (the normalized vectors' squared distance), not 1 - cos:
     Lance re-scores the hits exactly, from their vectors, only when it also searches fragments the
@@ -213,5 +215,5 @@ def _vector_segments(view: LanceDataset) -> int:
     return sum(len(index.segments) for index in view.describe_indices() if index.name == limits.VECTOR_INDEX)
 
 
-def _has_vector_index(table: Table) -> bool:
+def has_vector_index(table: Table) -> bool:
     return any(index.columns == ["vector"] for index in table.list_indices())

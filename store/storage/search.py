@@ -18,7 +18,7 @@ from .. import where
 from ..model import Note
 from . import limits
 from .handles import Handles
-from .indexes import _has_vector_index, _wholly_indexed
+from .indexes import has_vector_index, wholly_indexed
 from .schema import _NOTE_COLUMNS, NOTES, Hit, ScopeRows, _from_us, note_from_row
 
 if TYPE_CHECKING:
@@ -28,11 +28,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Search(Handles):
-    """The reads of one store's tables."""
+class Search:
+    """The reads of one store's notes table, through its `handles`."""
 
-    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
-        super().__init__(uri, storage_options)
+    def __init__(self, handles: Handles) -> None:
+        self.handles = handles
         self._vector_indexed = False
         self._vector_index_checked = -limits.SCOPE_SIZE_TTL  # time.monotonic() of the last look
         self._counted: dict[str, tuple[float, int, int]] = {}  # scope -> (when counted, its notes, the table's)
@@ -62,11 +62,11 @@ class Search(Handles):
         self, table: Table, columns: list[str], clause: str | None, **search: Any
     ) -> tuple[list[tuple[dict[str, Any], np.ndarray | None]], LanceDataset]:
         def read() -> tuple[pa.Table, LanceDataset]:
-            view = self.view(table)
+            view = self.handles.view(table)
             columns_read = [*columns, *self._vector_column]
             return view.to_table(columns=columns_read, filter=clause, prefilter=clause is not None, **search), view
 
-        found, view = self._read(read)
+        found, view = self.handles.read(read)
         return self._rows_with_vectors(found), view
 
     def notes(self, ids: Iterable[str]) -> dict[str, Note]:
@@ -78,11 +78,11 @@ class Search(Handles):
         """Notes by id and, where reading them along costs little (`reads_vectors_along`), the stored
         embeddings of those the model could read."""
         ids = list(dict.fromkeys(ids))
-        table = self.notes_table()
+        table = self.handles.notes_table()
         if not ids or table is None:
             return {}, {}
         columns = [*_NOTE_COLUMNS, "dense_ok", *self._vector_column] if vectors else _NOTE_COLUMNS
-        rows = self._rows_with_vectors(self.scan(table, columns, where.id_in(ids)))
+        rows = self._rows_with_vectors(self.handles.scan(table, columns, where.id_in(ids)))
         notes = {row["id"]: note_from_row(row) for row, _ in rows}
         return notes, {row["id"]: v for row, vector in rows if (v := _readable(row, vector)) is not None}
 
@@ -93,25 +93,25 @@ class Search(Handles):
         a fragment of the table are read there (0.5 ms for a few, where the id index's lookup costs
         2 to 4 ms: docs/scale.md, "Scale"); a fragment compaction rewrote is gone, and its notes are read by id."""
         ids = list(dict.fromkeys(ids))
-        table = self.notes_table()
+        table = self.handles.notes_table()
         if not ids or table is None:
             return {}
         found: dict[str, np.ndarray] = {}
         located = {i: addresses[i] for i in ids if i in addresses} if addresses and self.reads_vectors_along else {}
         if located:
-            taken = self._read(lambda: self._taken(table, located))
+            taken = self.handles.read(lambda: self._taken(table, located))
             found = {i: vector for i, vector in taken.items() if vector is not None}
             ids = [i for i in ids if i not in taken]
         if ids:
             clause = where.all_of(where.id_in(ids), where.model_could_read())
-            rows = self._rows_with_vectors(self.scan(table, ["id", "dense_ok", "vector"], clause))
+            rows = self._rows_with_vectors(self.handles.scan(table, ["id", "dense_ok", "vector"], clause))
             found |= {row["id"]: vector for row, vector in rows if vector is not None}
         return found
 
     def _taken(self, table: Table, addresses: Mapping[str, int]) -> dict[str, np.ndarray | None]:
         """The embeddings at `addresses` that are still there (None: the model could not read that note),
         by id; a note whose fragment is gone is left out."""
-        view = self.view(table)
+        view = self.handles.view(table)
         fragments = {f.fragment_id for f in view.get_fragments()}
         here = {i: a for i, a in addresses.items() if a >> 32 in fragments}  # the fragment's id, above the offset
         if not here:
@@ -169,14 +169,14 @@ class Search(Handles):
     def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
         """Every note of a scope but those `leave_out` names, in one scan without the vectors (None while
         the store has no notes table)."""
-        table = self.notes_table()
+        table = self.handles.notes_table()
         if table is None:
             return None
-        return ScopeRows(self.scan(table, _NOTE_COLUMNS, where.scope_is(scope), with_row_id=True), leave_out)
+        return ScopeRows(self.handles.scan(table, _NOTE_COLUMNS, where.scope_is(scope), with_row_id=True), leave_out)
 
     def vector_search(self, vector: Sequence[float], scope: str, at: datetime | None, limit: int) -> list[Hit]:
         """The `limit` notes of a scope nearest `vector` by cosine, best first (see `Hit`)."""
-        table = self.notes_table()
+        table = self.handles.notes_table()
         if table is None:
             return []
         query = np.asarray(vector, np.float32)
@@ -191,7 +191,7 @@ class Search(Handles):
             rows = [(row, stored) for row, stored in rows if stored is not None]
         if rows and rows[0][1] is not None:  # exact, from the stored vectors read along
             similarities = _cosines(query, [stored for _, stored in rows])
-        elif not exact and _wholly_indexed(view):  # on a bucket: reading the hits' vectors is a request each
+        elif not exact and wholly_indexed(view):  # on a bucket: reading the hits' vectors is a request each
             similarities = [1.0 - row["_distance"] / 2 for row, _ in rows]
         else:
             similarities = [1.0 - row["_distance"] for row, _ in rows]
@@ -205,7 +205,7 @@ class Search(Handles):
         """Whether reads by id bring the rows' vectors along (for recall's exact similarities and its
         near-duplicate pass): in a directory that costs about nothing; on an object store it is about a
         request a row, so there they are read apart, for the heads alone (`vectors`)."""
-        return self.location.reads_vectors_along
+        return self.handles.location.reads_vectors_along
 
     @property
     def _vector_column(self) -> list[str]:
@@ -220,7 +220,7 @@ class Search(Handles):
                 return True
             self._vector_index_checked = now
             table.checkout_latest()  # another process may have made it since this one looked
-            self._vector_indexed = _has_vector_index(table)
+            self._vector_indexed = has_vector_index(table)
             if not self._vector_indexed:
                 return True
         return self._count(table, scope)[0] < limits.VECTOR_INDEX_AT
@@ -228,7 +228,7 @@ class Search(Handles):
     def _alone(self, table: Table, scope: str) -> bool:
         """Whether `scope` held every note of the table when last counted: no other scope has notes. Not
         asked on an object store, where counting costs requests and a filter none."""
-        if not self.location.counts_scopes:
+        if not self.handles.location.counts_scopes:
             return False
         ours, all_notes = self._count(table, scope)
         return ours == all_notes
@@ -240,10 +240,10 @@ class Search(Handles):
         if now - checked >= limits.SCOPE_SIZE_TTL:
 
             def count() -> tuple[int, int]:
-                view = self.view(table)
+                view = self.handles.view(table)
                 return view.count_rows(where.scope_is(scope)), view.count_rows()
 
-            ours, all_notes = self._read(count)
+            ours, all_notes = self.handles.read(count)
             self._counted[scope] = (now, ours, all_notes)
         return ours, all_notes
 
@@ -252,7 +252,7 @@ class Search(Handles):
         searched for its `searched_words`. Lance reads them as its index reads the notes (FULL_TEXT)."""
         from lance.query import MatchQuery
 
-        table = self.notes_table()
+        table = self.handles.notes_table()
         if table is None or not query.strip():
             return []
         match = MatchQuery(searched_words(query), "text")
@@ -260,20 +260,20 @@ class Search(Handles):
         return [Hit(row["id"], float(row["_score"]), row["dense_ok"], _readable(row, stored)) for row, stored in found]
 
     def count(self) -> dict[str, int]:
-        table = self.notes_table()
-        notes = self.view(table).count_rows() if table is not None else 0
-        return {"notes": notes, "events": self.view(self.events_table()).count_rows()}
+        table = self.handles.notes_table()
+        notes = self.handles.view(table).count_rows() if table is not None else 0
+        return {"notes": notes, "events": self.handles.view(self.handles.events_table()).count_rows()}
 
     # -- reading whole scopes: browsing and export (browse.py, transfer.py), not recall ----------
 
     def scope_notes(self, scope: str, with_vectors: bool = False) -> list[tuple[Note, list[float] | None]]:
         """Every note of a scope, once each, with its stored embedding if asked for (None for one that is
         unreadable, `_rows_with_vectors`: an export then leaves the import to embed that note anew)."""
-        table = self.notes_table()
+        table = self.handles.notes_table()
         if table is None:
             return []
         columns = [*_NOTE_COLUMNS, "vector"] if with_vectors else _NOTE_COLUMNS
-        rows = _first_of_each_id(self.scan(table, columns, where.scope_is(scope)).to_pylist())
+        rows = _first_of_each_id(self.handles.scan(table, columns, where.scope_is(scope)).to_pylist())
         unreadable = {row["id"] for row in rows if not _finite(row.get("vector"))}
         self._name_unreadable(unreadable)
         return [(note_from_row(row), None if row["id"] in unreadable else row.get("vector")) for row in rows]
@@ -281,10 +281,10 @@ class Search(Handles):
     def subject_notes(self, scope: str) -> list[Note]:
         """Every note of a scope that has a subject, once each, without its vector (subjects.py finds a
         subject's notes among them, however each spelled it)."""
-        table = self.notes_table()
+        table = self.handles.notes_table()
         if table is None:
             return []
-        found = self.scan(table, _NOTE_COLUMNS, where.all_of(where.scope_is(scope), where.has_subject()))
+        found = self.handles.scan(table, _NOTE_COLUMNS, where.all_of(where.scope_is(scope), where.has_subject()))
         return [note_from_row(row) for row in _first_of_each_id(found.to_pylist())]
 
     def scopes(self) -> dict[str, dict[str, Any]]:
@@ -292,8 +292,8 @@ class Search(Handles):
         latest change (its newest note or event), read from the scope and time columns alone: one
         group-by per table, never a query per scope."""
         found: dict[str, dict[str, Any]] = {}
-        for name, table in self._tables().items():
-            rows = self.scan(table, ["scope", "recorded_at_us"])
+        for name, table in self.handles.tables().items():
+            rows = self.handles.scan(table, ["scope", "recorded_at_us"])
             grouped = rows.group_by("scope").aggregate([("scope", "count"), ("recorded_at_us", "max")])
             for row in grouped.to_pylist():
                 entry = found.setdefault(

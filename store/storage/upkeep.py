@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from filelock import Timeout
 
 from . import limits
-from .compaction import _tidy_small
+from .compaction import Compaction, _tidy_small
 from .erasure import Erasure
+from .handles import Handles
 from .indexes import unwanted_indexes
 from .retry import _until_committed
 from .schema import NOTES
@@ -37,20 +38,24 @@ def _finish_at_exit() -> None:
     inside Lance's native code aborts; the writes stay safe, but the program ends with a crash."""
     for store in list(_STORES):
         if not store.finish_upkeep():
-            log.warning("exiting while %s's upkeep is still under way", store.uri)
+            log.warning("exiting while %s's upkeep is still under way", store.handles.uri)
 
 
-class Upkeep(Erasure):
-    """The upkeep of one store's tables: compaction and erasure, started by its writes."""
+class Upkeep:
+    """The upkeep of one store's tables, started by its writes: `compaction` of the tables its `handles`
+    open, and the `erasure` passes a stopped process left, one pass at a time in this process (`passes`)."""
 
-    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
-        super().__init__(uri, storage_options)
+    def __init__(self, handles: Handles, compaction: Compaction, erasure: Erasure, passes: threading.Lock) -> None:
+        self.handles = handles
+        self.compaction = compaction
+        self.erasure = erasure
+        self.passes = passes
         self._stopping = False  # finish_upkeep was called: no compaction starts from now on
         self._writes_since_check = 0
         self._checkers: list[threading.Thread] = []  # threads looking whether upkeep is due, then doing it
         self._checkers_lock = threading.Lock()
-        self._compact_at = self.location.compact_at
-        self._check_every = self.location.upkeep_check_every
+        self._compact_at = handles.location.compact_at
+        self._check_every = handles.location.upkeep_check_every
         _STORES.add(self)
 
     def after_write(self) -> None:
@@ -88,10 +93,10 @@ class Upkeep(Erasure):
         reads, since a process looks every few writes and compaction looks again, on the latest
         versions, under the lease (`compact`)."""
         due = set()
-        for name, table in self._tables().items():
+        for name, table in self.handles.tables().items():
             if latest:
-                self._read(partial(self._catch_up, table))
-            if _table_due(name, self.view(table), self._compact_at):
+                self.handles.catch_up(table)
+            if _table_due(name, self.handles.view(table), self._compact_at):
                 due.add(name)
         return due
 
@@ -109,24 +114,27 @@ class Upkeep(Erasure):
         another process is at it). `only_due`: only the tables due on their latest versions, looked at
         once this process holds the lease (False: none is, another process compacted them since this
         one looked: on the three-server bench half the compactions were such second ones)."""
-        tables = self._tables()  # opened (never made) outside the lock, which making a table takes
-        with self._compact_lock:
+        tables = self.handles.tables()  # opened (never made) outside the lock, which making a table takes
+        with self.passes:
             if self._stopping:
                 return False
             try:
-                with self.upkeep_lock(0):
-                    self.erasure_pass(tables)  # what a process that forgot and then stopped left
+                with self.handles.upkeep_lock(0):
+                    self.erasure.erasure_pass(tables)  # what a process that forgot and then stopped left
                     if only_due:
                         due = self._due(latest=True)
                         if not due:
                             return False
                         tables = {name: table for name, table in tables.items() if name in due}
                     for name, table in tables.items():
-                        _until_committed(partial(self.tidy, name, table, keep_versions_for), limits.UPKEEP_WAIT)
-                    small = [self._lease.table() if self._lease is not None else None, self._erasures_table()]
+                        _until_committed(
+                            partial(self.compaction.tidy, name, table, keep_versions_for), limits.UPKEEP_WAIT
+                        )
+                    lease = self.handles.lease
+                    small = [lease.table() if lease is not None else None, self.handles.erasures_table()]
                     for table in filter(None, small):  # each take of the lease, each pass, left a fragment
                         _tidy_small(table, keep_versions_for)
-                    self.refresh()  # this process's reads use the compacted files from now on
+                    self.handles.refresh()  # this process's reads use the compacted files from now on
                     return True
             except Timeout:
                 return False
@@ -139,12 +147,8 @@ class Upkeep(Erasure):
         and every other process's erasures wait that long.)"""
         deadline = time.monotonic() + timeout
         self._stopping = True
-        with self._eraser_lock:
-            eraser = self._eraser
-        if eraser is not None:
-            eraser.join(timeout)
-            if eraser.is_alive():
-                return False
+        if not self.erasure.finish(timeout):
+            return False
         # A thread still looking whether upkeep is due runs outside the compaction lock, inside Lance's
         # native code: a process that exits under it can abort (issue 35 item 11's suspected cause).
         with self._checkers_lock:
@@ -155,9 +159,9 @@ class Upkeep(Erasure):
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 return False
-        if not self._compact_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        if not self.passes.acquire(timeout=max(0.0, deadline - time.monotonic())):
             return False
-        self._compact_lock.release()
+        self.passes.release()
         return True
 
 

@@ -1,8 +1,8 @@
 """Parts of the web view's pages that need more than markup: who a person's changes are recorded as,
 the scopes nearest a mistyped one, the notes a person may link to, and a note a person adds.
 
-Plain functions of what they are given (the store, the settings, the caller's grant); ui.py's routes
-check the grant and the form token before calling them.
+Plain functions of what they are given (the store, the settings, the caller's grant); the routes
+(ui_read.py, ui_hands.py) check the grant and the form token before calling them.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ was checked and still holds ("Still true", store/confirms.py), that a subject ho
 A chain page says, for each subject of its notes, whether it holds one value in the scope, with the form
 that declares or withdraws that; a scope's page lists its subjects that hold one value (who declared each,
 when, why) and its check setting, each with its form. The forms post to `/act` with the page's form token,
-as every hand does: ui.py checks the token, the Origin and the grant, then `write` does what they ask, as
+as every hand does: ui_hands.py checks the token, the Origin and the grant, then `write` does what they ask, as
 the person. None of them changes a note, so none is asked to be confirmed: each is undone by the form
 beside it (withdraw, declare again, set again), and a confirmation only adds a date.
 """
@@ -27,7 +27,7 @@ from starlette.datastructures import FormData
 from .ui_html import Here, e, when, who
 
 ACTIONS = ("confirm", "one_value", "many_values", "check_every")
-# What a page says after each write (`?done=`), added to ui.py's DONE: fixed words.
+# What a page says after each write (`?done=`), added to ui_site.py's DONE: fixed words.
 DONE = {
     "confirm": "Confirmed: the note still holds. It now shows when it was checked and by whom.",
     "one_value": "Declared: the subject holds one value in this scope. A note added with it from now on replaces "

@@ -9,6 +9,9 @@ A bench also names the tables the docs show, as ``TABLES = {"name": function}``:
 the results file's payload and returns a markdown table. ``bench/report.py`` puts them in the docs
 between markers, with the command and the date; ``tests/test_docs.py`` checks that the docs hold
 what the results files say, so no figure in the docs is edited by hand.
+
+Benches that start servers share `free_port()`; those that run on a bucket, `local_s3()`: a local S3 API
+(bench/local_s3.py) in its own process for the run.
 """
 
 from __future__ import annotations
@@ -18,15 +21,18 @@ import json
 import math
 import os
 import shlex
+import socket
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+LOCAL_BUCKET = "corrigenda-bench"  # the bucket of a local S3 API started for a run (`local_s3`)
 
 
 T = TypeVar("T")
@@ -145,3 +151,41 @@ def commit() -> str:
 
 
 _AT_START = run_record()  # benches import this module first thing: the code and the load they start on
+
+
+def ms_summary(seconds: Sequence[float]) -> dict[str, float]:
+    """Timings in seconds as milliseconds: p50, p99, mean (statistics.fmean's exact sum) and how many."""
+    ms = [s * 1000 for s in seconds]
+    return {
+        "p50_ms": percentile(ms, 50),
+        "p99_ms": percentile(ms, 99),
+        "mean_ms": math.fsum(ms) / len(ms),
+        "n": len(ms),
+    }
+
+
+def free_port() -> int:
+    """A loopback TCP port that nothing listens on now (the OS's choice)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def local_s3(wanted: bool, dispatcher: bool = False) -> Iterator[dict[str, str]]:
+    """A local S3 API in its own process (bench/local_s3.py) with its AWS variables set in this one; {} if not wanted."""
+    if not wanted:
+        yield {}
+        return
+    port = free_port()
+    script = Path(__file__).with_name("local_s3.py")
+    cmd = [sys.executable, str(script), "--port", str(port), "--bucket", LOCAL_BUCKET, *(["--dispatcher"] * dispatcher)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        env = dict(pair.split("=", 1) for pair in proc.stdout.readline().split())
+        os.environ.update(env)
+        yield env
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

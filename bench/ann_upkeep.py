@@ -230,9 +230,9 @@ def settle(memory: Memory) -> int:
     """Compact until upkeep is no longer due (the first call waits for a compaction under way)."""
     rounds = 0
     while rounds < SETTLE_ROUNDS:
-        memory.tables.upkeep.compact()
+        memory.upkeep.compact()
         rounds += 1
-        if not memory.tables.upkeep.upkeep_due():
+        if not memory.upkeep.upkeep_due():
             break
     return rounds
 

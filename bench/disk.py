@@ -61,7 +61,7 @@ def live_bytes(store: str) -> tuple[int, int]:
     with tempfile.TemporaryDirectory() as scratch:
         copy = os.path.join(scratch, "store")
         shutil.copytree(store, copy)
-        Memory(copy, SentenceTransformerEmbedder()).tables.upkeep.compact(keep_versions_for=timedelta(0))
+        Memory(copy, SentenceTransformerEmbedder()).upkeep.compact(keep_versions_for=timedelta(0))
         return usage(copy)
 
 

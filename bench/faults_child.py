@@ -71,9 +71,7 @@ def compact_forever(memory: Memory, rng: random.Random, say: Say) -> None:
         keep = timedelta(0) if rng.random() < 1 / 3 else None
 
         def work(keep: timedelta | None = keep) -> dict[str, Any]:
-            ran = (
-                memory.tables.upkeep.compact() if keep is None else memory.tables.upkeep.compact(keep_versions_for=keep)
-            )
+            ran = memory.upkeep.compact() if keep is None else memory.upkeep.compact(keep_versions_for=keep)
             return {"ran": ran}
 
         say.perform("compact", work, keep_versions_for="0" if keep is not None else "default")

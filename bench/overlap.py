@@ -53,7 +53,7 @@ def run(notes: int, rounds: int, warm: int, seed: int) -> dict[str, Any]:
         for start in range(0, notes, IMPORT_BATCH):
             drafts = [Draft(text=n.text, subject=n.subject) for n in corpus.notes[start : start + IMPORT_BATCH]]
             ids += [view.id for view in memory.import_notes(drafts, scope="s")]
-        memory.tables.upkeep.compact()
+        memory.upkeep.compact()
         targets = rng.sample(range(notes), 2 * rounds)
         try:
             for i in range(rounds):

@@ -118,7 +118,7 @@ def run(
     try:
         memory = Memory(f"s3://{BUCKET}/store")
         memory.tables.erasure.erase_later = False  # the pass in line, in the forget
-        other = Memory(memory.tables.uri, memory.embedder) if other_writer else None
+        other = Memory(memory.uri, memory.embedder) if other_writer else None
         rng = random.Random(seed)
         ids: list[str] = []
 

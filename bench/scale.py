@@ -14,7 +14,7 @@ process and one run:
   with `Tables.add_events` (store `Event`s, batches of 10,000), not through `correct`/`link`: at
   100k and 1M one call per edge would take longer than the rest of the run. The writes measured
   below go through the store's own calls;
-- upkeep: `memory.tables.upkeep.compact()` (the store's public upkeep), then the indexes `list_indices()`
+- upkeep: `memory.upkeep.compact()` (the store's public upkeep), then the indexes `list_indices()`
   reports on the notes and events tables;
 - recall: 60 questions paraphrasing the corpus's subjects, each timed through `Memory.recall` (the
   default budget) with the query's vector embedded beforehand (the model excluded: every query is

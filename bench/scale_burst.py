@@ -66,7 +66,7 @@ def measure_burst(
     if args.profile:
         after["profile"] = profiled(partial(memory.recall, corpus.queries[0].text, scope=scope), args.profile)
     started = time.perf_counter()
-    memory.tables.upkeep.compact()
+    memory.upkeep.compact()
     settle_s = time.perf_counter() - started
     settled_state = upkeep_state(memory)
     settled_recall_s, settled_plain_s, _ = interleaved(memory, plain, corpus, vectors, scope)

@@ -220,7 +220,7 @@ def measure_graph_cache(
     cached, defeated = ms_summary(cached_s), ms_summary(defeated_s)
     get_cached, get_read = ms_summary(get_cached_s), ms_summary(get_read_s)
 
-    peer = Memory(memory.tables.uri, embedder, clock=lambda: NOW, storage_options=None)  # as run_size's
+    peer = Memory(memory.uri, embedder, clock=lambda: NOW, storage_options=None)  # as run_size's
     notes = [note.id for note, _ in peer.tables.search.scope_notes(scope)]
     rng = random.Random(f"{scope}:peer")
     after_peer_s: list[float] = []

@@ -103,7 +103,7 @@ def run_size(label: str, args: argparse.Namespace, real: SentenceTransformerEmbe
     write_events(memory, events)
     events_seconds = time.perf_counter() - t
     t = time.perf_counter()
-    compacted = memory.tables.upkeep.compact()
+    compacted = memory.upkeep.compact()
     compact_seconds = time.perf_counter() - t
     notes_table = memory.tables.handles.notes_table()
     assert notes_table is not None

@@ -580,7 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Every note into the full-text index, as the engine's own upkeep eventually does: BM25 ranks
         # over unindexed rows differ from indexed ones, so without this the entry order would depend
         # on when a background compaction happened to run.
-        memory.tables.upkeep.compact()
+        memory.upkeep.compact()
         build_s = time.perf_counter() - started
         state_problems = check_states(memory, data, ids)
         runs = run_policies(memory, data, ids, embedder)

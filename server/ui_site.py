@@ -182,7 +182,7 @@ def page(request: Request, where: h.Here, title: str, body: str, status: int = 2
             f'<form class="logout" method="post" action="{where.url("/logout")}">'
             f'<input type="hidden" name="csrf" value="{h.e(where.csrf)}"><button>Log out</button></form>'
         )
-    return HTMLResponse(h.document(where, title, body, site.memory.tables.uri), status_code=status)
+    return HTMLResponse(h.document(where, title, body, site.memory.uri), status_code=status)
 
 
 def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:

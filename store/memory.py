@@ -96,11 +96,18 @@ class Memory:
         settings: RetrievalSettings | None = None,
         storage_options: dict[str, str] | None = None,
     ) -> None:
+        self.uri = uri
         self.tables = Tables(uri, storage_options)
+        events = self.tables.events
         self.graphs = Graphs(
-            self.tables.events.events_version, self.tables.events.scope_events, self.tables.search.scope_rows, self.tables.events.events_since,
-            catch_up_from=self.tables.events.catch_up_from,
-        )  # fmt: skip
+            events.events_version,
+            events.scope_events,
+            self.tables.search.scope_rows,
+            events.events_since,
+            catch_up_from=events.catch_up_from,
+        )
+        # What benches drive and tests wait for (compact, upkeep_due, finish_upkeep): the seam to upkeep
+        self.upkeep = self.tables.upkeep
         self.embedder = embedder or SentenceTransformerEmbedder()
         self.clock = clock
         self.settings = settings or RetrievalSettings()
@@ -118,7 +125,7 @@ class Memory:
                 self.tables.handles.check_model(self.embedder.name)
                 self.embedder.embed(["warm up"])
                 self.tables.erasure.erase_soon()  # what a process that forgot and then stopped left, if anything
-                self.tables.upkeep.compact_if_due()
+                self.upkeep.compact_if_due()
             except CorrigendaError as exc:  # each call will meet (and report) the same problem
                 log.error("%s", exc)
             except Exception:
@@ -160,7 +167,7 @@ class Memory:
     def finish_upkeep(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the erasures this process's forgets left under way (object
         storage) and for a compaction it is running: before a server stops. Whether none is left."""
-        return self.tables.upkeep.finish_upkeep(timeout)
+        return self.upkeep.finish_upkeep(timeout)
 
     # -- reading: reads.py --------------------------------------------------------------------
 

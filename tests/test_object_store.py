@@ -183,7 +183,7 @@ def test_compaction_on_a_bucket_keeps_the_newest_few_versions_and_every_note(
     ]
     notes = lance.dataset(f"{settings.db}/notes.lance", storage_options=_options(s3))
     assert len(notes.versions()) > limits.KEEP_VERSIONS_REMOTE  # a version a write, at least
-    assert memory.tables.upkeep.compact()
+    assert memory.upkeep.compact()
     kept = lance.dataset(f"{settings.db}/notes.lance", storage_options=_options(s3)).versions()
     assert len(kept) == limits.KEEP_VERSIONS_REMOTE
     assert set(build_memory(settings).tables.search.notes(ids)) == set(ids)  # another server reads every note

@@ -61,7 +61,7 @@ def test_a_correction_cut_between_its_appends_leaves_no_trace(memory: Memory, mo
         memory.correct(old.id, Draft(text="The service listens on port 9090"), reason="moved")
     monkeypatch.undo()
     assert appended == [EVENTS, NOTES]  # the edge first; the note, its commit point, never landed
-    for reader in (memory, Memory(memory.tables.uri, memory.embedder)):  # this process and a fresh one
+    for reader in (memory, Memory(memory.uri, memory.embedder)):  # this process and a fresh one
         chains = reader.recall("which port does the service listen on?").chains
         assert [[h.text for h in c.heads] for c in chains] == [["The service listens on port 8080"]]
         assert chains[0].status.value == "current" and chains[0].history == []
@@ -142,26 +142,26 @@ def test_forget_erases_the_text_and_vector_from_every_file(
     monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100 if indexed else 10**9)
     memory.import_notes([Draft(text=f"Filler note {i} about the weather in town {i}") for i in range(199)])
     secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz"), depends_on=[]).note
-    memory.tables.upkeep.compact()
-    index_files = set(Path(memory.tables.uri, "notes.lance", "_indices").rglob("*"))
+    memory.upkeep.compact()
+    index_files = set(Path(memory.uri, "notes.lance", "_indices").rglob("*"))
     dependant = memory.remember(Draft(text="The spare key is in the locker"), depends_on=[secret.id]).note
     memory.revoke(secret.id, reason="a test event that names it")
     memory.reinstate(secret.id, reason="and one that names that event's note")
     vector = np.asarray(memory.embedder.embed([secret.text])[0])
-    assert b"zebra-4471-quartz" in file_bytes(memory.tables.uri)
+    assert b"zebra-4471-quartz" in file_bytes(memory.uri)
 
     caplog.set_level(logging.INFO, logger="corrigenda.store.storage")
     done = memory.forget(secret.id, reason="the user asked")
     assert done.changed and len(done.events_removed) == 3  # depends_on, revokes, reinstates
     passes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("erased ")]  # docs/reference.md
     assert len(passes) == 1 and passes[0].startswith("erased 1 forgotten note from the files in ")
-    stored = file_bytes(memory.tables.uri)
+    stored = file_bytes(memory.uri)
     # no fragment of the text either (the tombstone keeps the id, not the text); its words, not its
     # number: four digits turn up by chance in the hex ids of Lance's manifests
     for fragment in (b"zebra-4471-quartz", b"zebra", b"quartz"):
         assert fragment not in stored, fragment
     assert vector.astype(np.float32).tobytes()[:64] not in stored
-    assert not index_files & set(Path(memory.tables.uri, "notes.lance", "_indices").rglob("*"))  # every index rewritten
+    assert not index_files & set(Path(memory.uri, "notes.lance", "_indices").rglob("*"))  # every index rewritten
     assert memory.stats()["notes"] == 200  # the 199 fillers and the dependant, untouched
     assert memory.history(dependant.id).chain.prerequisites == []  # nothing names the forgotten note
 
@@ -184,7 +184,7 @@ def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
     with pytest.raises(Cut):
         memory.forget(new.id, reason="the user asked")
     monkeypatch.undo()
-    fresh = Memory(memory.tables.uri, memory.embedder)  # another process, reading the store as it is
+    fresh = Memory(memory.uri, memory.embedder)  # another process, reading the store as it is
     for reader in (memory, fresh):
         chains = reader.recall("on-call phone number").chains
         assert [h.id for c in chains for h in c.heads] == [old.id]  # the correction is gone; no phantom
@@ -192,11 +192,11 @@ def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
             reader.correct(
                 new.id, Draft(text="The on-call phone is 555-0100"), reason="a write naming a forgotten note"
             )
-    assert b"555-0142" in file_bytes(memory.tables.uri)  # not erased yet: the call never answered
+    assert b"555-0142" in file_bytes(memory.uri)  # not erased yet: the call never answered
 
     retry = fresh.forget(new.id, reason="the user asked, again")
     assert not retry.changed and len(retry.events_removed) == 1  # the supersedes edge
-    assert b"555-0142" not in file_bytes(memory.tables.uri)
+    assert b"555-0142" not in file_bytes(memory.uri)
     assert memory.history(old.id).note.state is NoteState.ACTIVE
 
 
@@ -215,11 +215,11 @@ def test_a_forget_cut_after_its_delete_is_finished_by_the_retry(
     with pytest.raises(Cut):
         memory.forget(secret.id, reason="the user asked")
     monkeypatch.undo()
-    assert b"kestrel" in file_bytes(memory.tables.uri)  # deleted is only marked deleted (1 row of 31)
+    assert b"kestrel" in file_bytes(memory.uri)  # deleted is only marked deleted (1 row of 31)
 
-    retry = Memory(memory.tables.uri, memory.embedder).forget(secret.id, reason="the user asked, again")
+    retry = Memory(memory.uri, memory.embedder).forget(secret.id, reason="the user asked, again")
     assert not retry.changed
-    assert b"kestrel" not in file_bytes(memory.tables.uri)
+    assert b"kestrel" not in file_bytes(memory.uri)
     assert memory.stats()["notes"] == 30
 
 
@@ -245,15 +245,15 @@ def test_a_forget_that_erases_later_answers_once_the_note_is_gone_and_erases_on_
         done = memory.forget(secret.id, reason="the user asked")
         assert done.changed and done.erasure == "pending" and len(done.events_removed) == 1  # the supersedes edge
         assert started.wait(30)
-        for reader in (memory, Memory(memory.tables.uri, memory.embedder)):
+        for reader in (memory, Memory(memory.uri, memory.embedder)):
             with pytest.raises(NotFound):
                 reader.history(secret.id)
             assert [h.id for c in reader.recall("vault night code").chains for h in c.heads] == [old.id]
-        assert b"osprey-9023" in file_bytes(memory.tables.uri)  # not erased yet: the pass is held back
+        assert b"osprey-9023" in file_bytes(memory.uri)  # not erased yet: the pass is held back
         assert memory.forget(secret.id, reason="asked again").erasure == "pending"
         release.set()
         assert memory.finish_upkeep(60)
-    assert b"osprey-9023" not in file_bytes(memory.tables.uri)
+    assert b"osprey-9023" not in file_bytes(memory.uri)
     again = memory.forget(secret.id, reason="asked a third time")
     assert not again.changed and again.erasure == "done" and again.events_removed == []
 
@@ -281,10 +281,10 @@ def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
         real(self, name, table, keep, erasing)
 
     monkeypatch.setattr(Compaction, "tidy", counted)
-    other = Memory(memory.tables.uri, memory.embedder)  # another process's upkeep
-    assert other.tables.upkeep.compact()
+    other = Memory(memory.uri, memory.embedder)  # another process's upkeep
+    assert other.upkeep.compact()
     assert sorted(t for t in tidied if t[1]) == [(EVENTS, True), (NOTES, True)]  # one pass for the three
-    stored = file_bytes(memory.tables.uri)
+    stored = file_bytes(memory.uri)
     for word in (b"heron", b"marten", b"vole"):
         assert word not in stored, word
     assert other.tables.erasure.unerased() == [] and other.tables.erasure.erased() == {n.id for n in secrets}
@@ -317,7 +317,7 @@ def test_a_write_whose_base_version_another_process_removed_is_written_once(
     assert tries == [EVENTS, NOTES] if landed else [EVENTS, EVENTS, NOTES]
     events = memory.tables.handles.scan(memory.tables.handles.events_table(), ["id", "src"])
     assert events["src"].to_pylist().count(new.id) == 1  # the supersedes edge, once
-    chains = Memory(memory.tables.uri, memory.embedder).recall("when does the release train leave?").chains
+    chains = Memory(memory.uri, memory.embedder).recall("when does the release train leave?").chains
     assert [h.text for h in chains[0].heads] == ["The release train leaves on Wednesdays"]
     assert [(h.note.text, h.by) for h in chains[0].history] == [("The release train leaves on Tuesdays", new.id)]
 
@@ -332,7 +332,7 @@ def test_a_catch_up_that_ends_late_on_another_thread_never_moves_a_view_back(
     memory.remember(Draft(text="The release train leaves on Tuesdays"))
     notes = memory.tables.handles.notes_table()
     assert notes is not None
-    Memory(memory.tables.uri, memory.embedder).remember(Draft(text="The freeze starts on the 14th"))  # elsewhere
+    Memory(memory.uri, memory.embedder).remember(Draft(text="The freeze starts on the 14th"))  # elsewhere
     reading, go = threading.Event(), threading.Event()
     real = LanceDataset.checkout_version
 
@@ -371,17 +371,17 @@ def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memor
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Compaction, "tidy", held_back)
-        compaction = threading.Thread(target=memory.tables.upkeep.compact)
+        compaction = threading.Thread(target=memory.upkeep.compact)
         compaction.start()
         assert started.wait(30)
-        assert memory.tables.upkeep.finish_upkeep(0.2) is False  # still compacting
-        other = Tables(memory.tables.uri)  # another process: the store's upkeep lock is taken
+        assert memory.upkeep.finish_upkeep(0.2) is False  # still compacting
+        other = Tables(memory.uri)  # another process: the store's upkeep lock is taken
         assert other.upkeep.compact() is False
         release.set()
-        assert memory.tables.upkeep.finish_upkeep(30)
+        assert memory.upkeep.finish_upkeep(30)
         compaction.join(30)
     assert other.upkeep.compact() is True  # given back
-    assert memory.tables.upkeep.compact() is False  # this process is stopping: no compaction starts
+    assert memory.upkeep.compact() is False  # this process is stopping: no compaction starts
 
 
 HOLD_LOCK = """
@@ -396,12 +396,12 @@ with FileLock(sys.argv[1]):
 def test_forget_waits_for_another_process_compaction_instead_of_skipping_the_erasure(memory: Memory) -> None:
     note = memory.remember(Draft(text="The backup passphrase is harbor-lantern-88")).note
     held = subprocess.Popen(  # another process is compacting, for a second
-        [sys.executable, "-c", HOLD_LOCK, os.path.join(memory.tables.uri, ".compact.lock")], stdout=subprocess.PIPE
+        [sys.executable, "-c", HOLD_LOCK, os.path.join(memory.uri, ".compact.lock")], stdout=subprocess.PIPE
     )
     assert held.stdout is not None and held.stdout.readline() == b"held\n"
-    assert memory.tables.upkeep.compact() is False  # upkeep skips
+    assert memory.upkeep.compact() is False  # upkeep skips
     assert memory.forget(note.id, reason="the user asked").changed
-    assert b"harbor-lantern-88" not in file_bytes(memory.tables.uri)
+    assert b"harbor-lantern-88" not in file_bytes(memory.uri)
 
 
 def test_readers_in_other_connections_do_not_fail_while_notes_are_forgotten(
@@ -456,8 +456,8 @@ def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder
 def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(memory: Memory) -> None:
     for i in range(3):
         memory.remember(Draft(text=f"Runbook step {i}: drain the node first"))
-    assert memory.tables.upkeep.compact()
-    data = Path(memory.tables.uri, "notes.lance", "data")
+    assert memory.upkeep.compact()
+    data = Path(memory.uri, "notes.lance", "data")
     live = sorted(data.iterdir())
     old_orphan, new_orphan = data / "0000crashed-an-hour-ago.lance", data / "0000crashed-just-now.lance"
     for orphan in (old_orphan, new_orphan):  # what an append killed before its commit leaves
@@ -467,7 +467,7 @@ def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(
     for file in live:  # old files that a version still references stay, however old
         os.utime(file, (hour_ago, hour_ago))
 
-    assert memory.tables.upkeep.compact()
+    assert memory.upkeep.compact()
     assert not old_orphan.exists()
     assert new_orphan.exists()  # it could be an append in flight in another process
     assert all(file.exists() for file in live)
@@ -602,12 +602,12 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
         monkeypatch.setattr(limits, "VECTOR_INDEX_AT", 100)
     assert fillers >= limits.VECTOR_INDEX_AT
     memory.import_lines(notes_with_random_vectors(fillers, 384, memory.embedder.name))
-    memory.tables.upkeep.compact()
+    memory.upkeep.compact()
     secret = memory.remember(Draft(text="The locker code is zebra-4471-quartz")).note
-    memory.tables.upkeep.compact()  # the secret's fragment, alone after the big ones, is indexed on its own
+    memory.upkeep.compact()  # the secret's fragment, alone after the big ones, is indexed on its own
     address = memory.tables.search.scope_rows("default").addresses([secret.id])[secret.id]  # type: ignore[union-attr]
-    assert {b"zebra", b"quartz"} <= index_terms(memory.tables.uri)
-    assert address in vector_index_rows(memory.tables.uri)
+    assert {b"zebra", b"quartz"} <= index_terms(memory.uri)
+    assert address in vector_index_rows(memory.uri)
 
     memory.forget(secret.id, reason="the user asked")
     for step in ("forget", "compaction", "a write, then compaction", "a compaction 11 s later"):
@@ -616,9 +616,9 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
         if step.endswith("later"):
             time.sleep(11)  # past KEEP_VERSIONS_FOR: the versions kept since are dropped
         if step != "forget":
-            memory.tables.upkeep.compact()
-        assert not {b"zebra", b"quartz"} & index_terms(memory.tables.uri), step
-        assert address not in vector_index_rows(memory.tables.uri), step
+            memory.upkeep.compact()
+        assert not {b"zebra", b"quartz"} & index_terms(memory.uri), step
+        assert address not in vector_index_rows(memory.uri), step
     recalled = memory.recall("zebra quartz locker code").chains
     assert not any("zebra" in note.text for chain in recalled for note in chain.heads)
 
@@ -636,18 +636,18 @@ def test_indexing_a_store_again_brings_back_no_forgotten_note(memory: Memory, mo
     assert notes is not None
     notes.checkout_latest()
     notes.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)  # the settings before
-    assert b"walrus" in index_terms(memory.tables.uri) and b"dog" not in index_terms(memory.tables.uri)
+    assert b"walrus" in index_terms(memory.uri) and b"dog" not in index_terms(memory.uri)
 
     monkeypatch.setattr(memory.tables.erasure, "erase_later", True)
     monkeypatch.setattr(memory.tables.erasure, "erase_soon", lambda: None)
     assert memory.forget(waiting.id, reason="the user asked").erasure == "pending"
-    assert memory.tables.upkeep.upkeep_due()
+    assert memory.upkeep.upkeep_due()
     memory.tables.indexes.ensure_indexes(notes, retype=True)  # what upkeep does first, here before the erasure
-    assert {b"dog", b"walrus"} <= index_terms(memory.tables.uri)
+    assert {b"dog", b"walrus"} <= index_terms(memory.uri)
 
-    memory.tables.upkeep.compact()  # its erasure pass, then the rest of upkeep
-    assert b"walrus" not in index_terms(memory.tables.uri) and b"dog" in index_terms(memory.tables.uri)
-    assert not memory.tables.upkeep.upkeep_due()
+    memory.upkeep.compact()  # its erasure pass, then the rest of upkeep
+    assert b"walrus" not in index_terms(memory.uri) and b"dog" in index_terms(memory.uri)
+    assert not memory.upkeep.upkeep_due()
     assert not memory.recall("walrus onyx safe code").chains
 
 
@@ -834,7 +834,7 @@ def test_two_processes_correcting_one_note_at_once_leave_one_current_and_tell_th
     spawn = multiprocessing.get_context("spawn")
     barrier, results = spawn.Barrier(2), spawn.Queue()
     writers = [
-        spawn.Process(target=_correct_in_a_process, args=(memory.tables.uri, ids, day, barrier, results))
+        spawn.Process(target=_correct_in_a_process, args=(memory.uri, ids, day, barrier, results))
         for day in ("Wednesday", "Friday")
     ]
     for writer in writers:
@@ -950,8 +950,8 @@ def test_close_waits_for_a_thread_still_looking_whether_upkeep_is_due(memory: Me
         return False
 
     monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)  # read when a store is opened: the one below
-    memory = Memory(memory.tables.uri, memory.embedder)
-    monkeypatch.setattr(memory.tables.upkeep, "upkeep_due", slow_look)
+    memory = Memory(memory.uri, memory.embedder)
+    monkeypatch.setattr(memory.upkeep, "upkeep_due", slow_look)
     memory.remember(Draft(text="the build cache lives in /var/cache/ci"), scope="ops")
     assert looking.wait(10)
     assert memory.close(timeout=0.5) is False  # still looking: not finished, and it says so

@@ -1,4 +1,5 @@
-"""Tests and benches use the engine's public seam: no private name of `store/` from tests/ or bench/.
+"""Tests and benches use the engine's public seam: no private name of `store/` from tests/ or bench/, and
+below `Memory` only what the list SEAM names.
 
 A test that reaches `memory.tables._view` ties itself to how the engine is built today, and every
 refactor of the engine then rewrites tests that never failed. What a test or bench may use: Memory's
@@ -11,6 +12,13 @@ The rule, read from the source with `ast` (no import, no process):
 - no `x._name` (nor `getattr(x, "_name")`) where `_name` is a private name that `store/` defines
   (a function, method, class, module-level or class-level assignment, or `self._name` attribute)
   and the file itself does not define (a test's own `_helper` is its own business).
+
+The seam is a list, not a spelling: a public name below `Memory` is as much the engine's inside as a
+private one. What tests/, bench/ and server/ reach through an object of the storage (`x.tables.…`, a
+`Tables` of their own, `x.graphs.…`) must be named in SEAM, part by part, each group with why; and what
+they patch there (`monkeypatch.setattr(x.tables.handles, "append_rows", …)`, or on the class) must be
+named in FAULTS, the places where a test injects a fault. Anything else fails, renamed or not. Memory's own
+methods, `memory.upkeep` (what benches drive) and `memory.uri` are the front door and need no entry.
 """
 
 from __future__ import annotations
@@ -158,4 +166,173 @@ def test_tests_and_benches_use_only_the_engines_public_names() -> None:
         + "\nTest through the public API instead (Memory's methods, the views they return, the public methods "
         "of memory.tables and of store/ modules). If a test or bench needs something the engine keeps "
         "private, make it public in store/ with a docstring stating its contract (tests/test_seam.py)."
+    )
+
+
+# What may be reached below Memory, by part (`tables` is the storage's composition, tables.py). Each
+# entry is a use that has no front-door equivalent.
+SEAM: dict[str, frozenset[str]] = {
+    # the parts themselves, and the raw appends scale.py and the duplicate-row tests write with
+    "tables": frozenset(
+        {"uri", "handles", "search", "events", "erasure", "indexes", "compaction", "upkeep", "add_notes", "add_events"}
+    ),
+    # forensics: the tables, views and rows as stored, for erasure and commit tests that look at files
+    "handles": frozenset(
+        {
+            "notes_table",
+            "events_table",
+            "view",
+            "scan",
+            "refresh",
+            "db",
+            "open_or_create",
+            "location",
+            "committed_before",
+            "append_rows",
+            "check_model",
+        }
+    ),
+    # the searches as the engine runs them: ANN recall@k (benches), what a read finds by id
+    "search": frozenset(
+        {
+            "notes",
+            "notes_with_vectors",
+            "vectors",
+            "vector_search",
+            "text_search",
+            "scopes",
+            "scope_rows",
+            "scope_notes",
+            "searched_exactly",
+            "count",
+        }
+    ),
+    "events": frozenset({"events_version", "scope_events", "events_since", "tombstone"}),
+    # erasure tests: which notes a pass finished, and erasing in line or on the thread
+    "erasure": frozenset({"erased", "unerased", "erase_later", "erase_soon", "erase_forgotten", "erasure_pass"}),
+    "indexes": frozenset({"vector_index_shape", "ensure_indexes"}),
+    "compaction": frozenset({"fragments", "tidy", "clean_versions"}),
+    "upkeep": frozenset({"compact", "compact_if_due", "upkeep_due", "finish_upkeep", "after_write"}),
+    # the kept graphs: tests that read a scope's graph as a reader holds it, and drop it to read afresh
+    "graphs": frozenset({"drop_all", "get", "get_with_version", "notes", "scan_scope", "read_since", "read_scope"}),
+}
+# Where tests inject a fault (patched on the part's object or its class): the step at which a write is cut
+# or held (append_rows), the reads a race must see, the upkeep and erasure steps a test holds back.
+FAULTS: dict[str, frozenset[str]] = {
+    "tables": frozenset({"add_notes"}),
+    "handles": frozenset({"append_rows", "scan", "location", "check_model", "committed_before", "upkeep_lock"}),
+    "search": frozenset({"text_search", "notes_with_vectors", "vectors"}),
+    "erasure": frozenset({"erase_later", "erase_soon", "erase_forgotten", "erasure_pass"}),
+    "compaction": frozenset({"tidy", "clean_versions"}),
+    "upkeep": frozenset({"compact_if_due", "upkeep_due", "after_write"}),
+    # a graph read the test counts or holds, to see a reader catch up rather than read the scope again
+    "graphs": frozenset({"scan_scope", "get_with_version", "read_scope", "read_since"}),
+}
+# A class of the storage patched whole, by the part it is
+_CLASSES = {"Tables": "tables", "Handles": "handles", "Search": "search", "EventReads": "events",
+            "Erasure": "erasure", "Indexes": "indexes", "Compaction": "compaction", "Upkeep": "upkeep",
+            "Graphs": "graphs"}  # fmt: skip
+_ROOTS = {"tables", "graphs"}  # an attribute (`memory.tables`) or a name (`tables = Tables(db)`) of the storage
+
+
+def _chain(node: ast.expr) -> list[str]:
+    """`memory.tables.handles.view` as ["memory", "tables", "handles", "view"] (a call or a subscript on
+    the way ends it: what comes before it is its own chain)."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        names.append(node.id)
+    elif isinstance(node, ast.Call) and _chain(node.func) == ["Tables"]:
+        names.append("tables")  # a Tables of one's own: `Tables(db).search.notes`
+    return names[::-1]
+
+
+def _below(names: list[str]) -> list[tuple[str, str]]:
+    """The (part, name) steps a chain takes below Memory: from its first `tables` or `graphs` on."""
+    for i, name in enumerate(names):
+        if name in _ROOTS and (i > 0 or len(names) > 1):
+            steps, part = [], name
+            for attr in names[i + 1 :]:
+                if attr[:1].isupper():  # the module tables.py's own names (NOTES, Hit), not a part
+                    break
+                steps.append((part, attr))
+                if part != "tables" or attr not in SEAM:
+                    break
+                part = attr
+            return steps
+    return []
+
+
+def _patched(node: ast.Call) -> tuple[str, str] | None:
+    """(part, name) a `setattr(obj, "name", …)` patches, if obj is a part of the storage or its class."""
+    if _called(node.func) != "setattr" or len(node.args) < 2 or not isinstance(node.args[1], ast.Constant):
+        return None
+    target = _chain(node.args[0])
+    if len(target) == 1 and target[0] in _CLASSES:
+        return _CLASSES[target[0]], str(node.args[1].value)
+    steps = _below([*target, str(node.args[1].value)])
+    return steps[-1] if steps else None
+
+
+def outside_the_seam(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each reach below Memory that SEAM does not list, and each patch FAULTS does not.
+    A chain is read whole, from its outermost attribute (`a.tables.handles.view`, not its `a.tables`)."""
+    tree = ast.parse(source)
+    inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (patch := _patched(node)) is not None:
+            if patch[1] not in FAULTS.get(patch[0], frozenset()):
+                found.add((node.lineno, f"patches {patch[0]}.{patch[1]}"))
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:
+            found |= {
+                (node.lineno, f"{part}.{name}")
+                for part, name in _below(_chain(node))
+                if name not in SEAM.get(part, frozenset())
+            }
+    return sorted(found)
+
+
+def seam_reached() -> list[str]:
+    """Every place in tests/, bench/ and server/ that reaches below Memory outside SEAM or FAULTS."""
+    return [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path in _sources("tests", "bench", "server")
+        if path.name != "test_seam.py"
+        for line, what in outside_the_seam(path.read_text())
+    ]
+
+
+def test_the_seam_rule_sees_a_public_name_outside_the_list_renamed_or_not() -> None:
+    source = (
+        "memory.tables.handles.view(table).version\n"  # listed
+        "memory.tables.handles.viewed(table)\n"  # public, but not on the list
+        "memory.tables.view(table)\n"  # a part's method reached on Tables
+        "Tables(db).search.nearest(q)\n"
+        "tables.handles.scan(t, None)\n"  # listed, through a Tables of one's own
+        "reader.graphs.kept\n"
+        "memory.recall('q')\n"  # the front door
+        "monkeypatch.setattr(memory.tables.handles, 'append_rows', cut)\n"  # a listed fault
+        "monkeypatch.setattr(memory.tables.handles, 'refresh', cut)\n"
+        "monkeypatch.setattr(Handles, '_append', cut)\n"
+    )
+    assert [what for _, what in outside_the_seam(source)] == [
+        "handles.viewed",
+        "tables.view",
+        "search.nearest",
+        "graphs.kept",
+        "patches handles.refresh",
+        "patches handles._append",
+    ]
+
+
+def test_tests_benches_and_the_server_reach_below_memory_only_through_the_seam() -> None:
+    places = seam_reached()
+    assert not places, (
+        f"{len(places)} place(s) reach below Memory outside tests/test_seam.py's SEAM or FAULTS:\n  "
+        + "\n  ".join(places)
+        + "\nUse Memory's methods (memory.upkeep for upkeep, memory.uri); if a test truly needs a part of the "
+        "storage, add it to SEAM (or FAULTS, for a patch) with why."
     )

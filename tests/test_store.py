@@ -59,7 +59,7 @@ def test_many_single_writes_are_compacted_in_the_background(memory: Memory) -> N
             thread.join()
     # without compaction every write would be a fragment of its own
     assert memory.tables.compaction.fragments()["notes"] < COMPACT_AT_FRAGMENTS + 16
-    assert memory.tables.upkeep.compact()
+    assert memory.upkeep.compact()
     assert memory.tables.compaction.fragments()["notes"] <= 2
     assert memory.stats()["notes"] == total
     found = memory.recall("metric number 7 gateway export", scope="metrics", max_chains=3)
@@ -105,8 +105,8 @@ def test_a_burst_of_writes_starts_one_look_at_upkeep_at_a_time(db: str, monkeypa
 def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:
     memory.remember(Draft(text="A note so the tables exist"))
     with FileLock(os.path.join(db, ".compact.lock")):  # as another process would hold it
-        assert memory.tables.upkeep.compact() is False
-    assert memory.tables.upkeep.compact() is True
+        assert memory.upkeep.compact() is False
+    assert memory.upkeep.compact() is True
 
 
 def test_a_reader_sees_each_write_at_its_next_call_and_writes_on_the_latest_version(
@@ -180,7 +180,7 @@ def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_move
     assert lookups == []  # every one taken where it was
     read({**addresses, ids[0]: addresses[ids[1]]})  # an address that holds another note
     assert lookups == [where.all_of(where.id_in([ids[0]]), where.model_could_read())]  # that one read by id
-    assert memory.tables.upkeep.compact()  # rewrites the three fragments as one: the addresses point nowhere
+    assert memory.upkeep.compact()  # rewrites the three fragments as one: the addresses point nowhere
     read(addresses)
     assert lookups == [where.all_of(where.id_in(ids), where.model_could_read())]
 
@@ -190,7 +190,7 @@ def test_a_retried_write_is_read_once(memory: Memory, embedder: SentenceTransfor
     stored = memory.tables.search.notes([note.id])[note.id]
     vector = embedder.embed([stored.text])[0]
     memory.tables.add_notes([(stored, vector, True)], embedder.name)  # the same id written again
-    assert Tables(memory.tables.uri).handles.notes_table().count_rows() == 2  # type: ignore[union-attr]
+    assert Tables(memory.uri).handles.notes_table().count_rows() == 2  # type: ignore[union-attr]
     recalled = memory.recall("which VPN gateway?")
     assert [h.id for c in recalled.chains for h in c.heads] == [note.id]
 
@@ -231,7 +231,7 @@ def test_a_single_word_finds_the_notes_that_hold_it(memory: Memory) -> None:
     service = memory.remember(Draft(text="the service desk answers in an hour"), scope="words").note.id
     wanted = {word: {ids[text]} for word, text in WORDS_OF_NOTES.items()}
     assert found_by_each_word(memory, "words") == wanted  # searched before the index holds them
-    memory.tables.upkeep.compact()
+    memory.upkeep.compact()
     assert found_by_each_word(memory, "words") == wanted  # and through the index
     with_the = {service} | {i for text, i in ids.items() if "the" in text.split()}
     assert {h.id for h in memory.tables.search.text_search("the", "words", None, 20)} == with_the  # stop words alone
@@ -249,11 +249,11 @@ def test_a_store_indexed_with_every_languages_stop_words_is_indexed_again_when_o
     assert notes is not None
     notes.checkout_latest()
     notes.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)  # as a store made before
-    assert memory.tables.upkeep.upkeep_due()
+    assert memory.upkeep.upkeep_due()
 
     opened = Memory(db, embedder)  # the next server on the store: warming up looks whether upkeep is due
     opened.warm().join()
-    assert not opened.tables.upkeep.upkeep_due()
+    assert not opened.upkeep.upkeep_due()
     (index,) = [i for i in opened.tables.handles.notes_table().list_indices() if i.columns == ["text"]]  # type: ignore[union-attr]
     assert index.index_details is not None
     assert index.index_details["remove_stop_words"] is limits.FULL_TEXT.get("remove_stop_words", True)
@@ -362,11 +362,11 @@ def test_compaction_merges_small_fragments_and_leaves_big_ones_alone(
 ) -> None:
     monkeypatch.setitem(limits.FRAGMENT_ROWS, tables.NOTES, 64)
     memory.import_notes([Draft(text=f"Imported note {i} about the release train") for i in range(100)])
-    memory.tables.upkeep.compact()
+    memory.upkeep.compact()
     big = data_files(memory)
     for i in range(10):
         memory.remember(Draft(text=f"Single note {i} about the staging cluster"))
-    assert memory.tables.upkeep.compact()
+    assert memory.upkeep.compact()
     after = data_files(memory)
     assert big <= after  # the 100-row fragment was not rewritten
     assert memory.tables.compaction.fragments()["notes"] == 2  # the ten single rows are one fragment now
@@ -383,7 +383,7 @@ def data_files(memory: Memory) -> set[str]:
 
 def test_every_column_a_filter_uses_is_indexed_and_searches_use_the_index(memory: Memory) -> None:
     memory.remember(Draft(text="The deploy key rotates monthly"), scope="ops")
-    memory.tables.upkeep.compact()  # rows written after an index are covered from the next compaction
+    memory.upkeep.compact()  # rows written after an index are covered from the next compaction
     notes, events = memory.tables.handles.notes_table(), memory.tables.handles.events_table()
     assert notes is not None
     assert _index_types(notes) == {"id": "BTree", "scope": "Bitmap", "recorded_at_us": "BTree", "text": "FTS"}
@@ -399,8 +399,8 @@ def _index_types(table: Table) -> dict[str, str]:
 def test_a_store_made_with_a_btree_on_scope_gets_the_bitmap_at_its_next_upkeep(memory: Memory) -> None:
     memory.import_notes([Draft(text=f"Host {i} runs the build") for i in range(5)], scope="ops")
     note_id = memory.remember(Draft(text="The deploy key rotates monthly"), scope="ops").note.id
-    memory.tables.upkeep.compact()
-    assert not memory.tables.upkeep.upkeep_due()
+    memory.upkeep.compact()
+    assert not memory.upkeep.upkeep_due()
     notes, events = memory.tables.handles.notes_table(), memory.tables.handles.events_table()
     assert notes is not None
     for table in (notes, events):  # as a store made before the bitmap was chosen has them
@@ -408,10 +408,10 @@ def test_a_store_made_with_a_btree_on_scope_gets_the_bitmap_at_its_next_upkeep(m
         table.create_index("scope", config=BTree())
     assert _index_types(notes)["scope"] == _index_types(events)["scope"] == "BTree"
 
-    assert memory.tables.upkeep.upkeep_due()
-    assert memory.tables.upkeep.compact()
+    assert memory.upkeep.upkeep_due()
+    assert memory.upkeep.compact()
     assert _index_types(notes)["scope"] == _index_types(events)["scope"] == "Bitmap"
-    assert not memory.tables.upkeep.upkeep_due()
+    assert not memory.upkeep.upkeep_due()
     assert [c.heads[0].id for c in memory.recall("deploy key", scope="ops").chains][:1] == [note_id]
     memory.remember(Draft(text="Lunch is at noon"), scope="elsewhere")  # (an empty scope is an error to read)
     assert note_id not in {h.id for c in memory.recall("deploy key", scope="elsewhere").chains for h in c.heads}
@@ -424,12 +424,12 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
     topics = ["the release train", "the staging cluster", "the billing export", "the VPN gateway", "the docs site"]
     memory.import_notes([Draft(text=f"Note {i}: {topics[i % 5]} runs on host {i}") for i in range(400)], scope="big")
     memory.import_notes([Draft(text=f"Small note {i} about {topics[i % 5]}") for i in range(20)], scope="small")
-    assert memory.tables.upkeep.upkeep_due()  # 420 rows, no vector index yet
-    assert memory.tables.upkeep.compact()
+    assert memory.upkeep.upkeep_due()  # 420 rows, no vector index yet
+    assert memory.upkeep.compact()
     notes = memory.tables.handles.notes_table()
     assert notes is not None
     assert [i.index_type for i in notes.list_indices() if i.columns == ["vector"]] == ["IvfSq"]
-    assert not memory.tables.upkeep.upkeep_due()
+    assert not memory.upkeep.upkeep_due()
 
     vector = memory.embedder.embed(["which host runs the billing export?"])[0]
     approximate = memory.tables.search.vector_search(vector, "big", None, 20)
@@ -469,7 +469,7 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
 
     def on_a_bucket() -> list[tables.Hit]:
         on_disk = memory.tables.handles.location
-        monkeypatch.setattr(memory.tables.handles, "location", Bucket(memory.tables.uri))  # what a bucket would do
+        monkeypatch.setattr(memory.tables.handles, "location", Bucket(memory.uri))  # what a bucket would do
         try:
             return memory.tables.search.vector_search(vector, "big", None, 20)
         finally:
@@ -513,7 +513,7 @@ def test_a_scope_alone_in_its_store_never_finds_another_scopes_notes_written_sin
     assert {h.id for h in memory.tables.search.vector_search(vector, "ops", None, 20)} == set(ours)  # counted: alone
     before = datetime.now(UTC)
 
-    other = Memory(memory.tables.uri, embedder)  # another process: this one's count does not see its notes
+    other = Memory(memory.uri, embedder)  # another process: this one's count does not see its notes
     theirs = {
         other.remember(Draft(text=f"The billing export runs nightly on host {i}"), scope="finance").note.id
         for i in range(4, 30)
@@ -539,7 +539,7 @@ def test_the_vector_index_keeps_about_root_rows_partitions_in_one_segment_as_the
     def grow(start: int, count: int) -> tuple[int, int]:
         drafts = [Draft(text=f"Note {i}: host {i} serves {topics[i % 5]}") for i in range(start, start + count)]
         memory.import_notes(drafts, scope="s")
-        assert memory.tables.upkeep.compact()
+        assert memory.upkeep.compact()
         notes = memory.tables.handles.notes_table()
         assert notes is not None
         shape = memory.tables.indexes.vector_index_shape(notes)
@@ -676,7 +676,7 @@ def test_another_process_s_writes_are_read_as_what_they_appended_and_a_compactio
     assert [h.id for h in first.heads] == [corrected.note.id] and [e.note.id for e in first.history] == [old.id]
     assert since == [[corrected.event.id]] and whole == []
 
-    assert writer.tables.upkeep.compact()
+    assert writer.upkeep.compact()
     assert writer.tables.compaction.fragments()["events"] == 1
     assert reader.history(corrected.note.id).chain.heads[0].id == corrected.note.id
     assert since[1:] == [[]] and whole == []  # the graph moved to the compacted version as it was

@@ -32,7 +32,7 @@ ORIGIN = "http://127.0.0.1:8766"  # the web view's own origin, on its default po
 
 
 def browse(memory: Memory, scope: str = "ops") -> TestClient:
-    app = build_ui(memory, scope, Settings(db=memory.tables.uri, person="Ada"))
+    app = build_ui(memory, scope, Settings(db=memory.uri, person="Ada"))
     return TestClient(app, base_url=ORIGIN, headers={"Origin": ORIGIN})
 
 
@@ -409,7 +409,7 @@ def granted(
     grants = tmp_path / "grants.toml"
     if not grants.exists():
         write_grants(grants, {"ada": ADA, "bob": BOB})
-    app = build_ui(memory, scope, Settings(db=memory.tables.uri, person="Ada", grants=str(grants), **settings), clock)
+    app = build_ui(memory, scope, Settings(db=memory.uri, person="Ada", grants=str(grants), **settings), clock)
     return TestClient(app, base_url=ORIGIN, headers={"Origin": ORIGIN})
 
 

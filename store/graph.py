@@ -49,6 +49,11 @@ ROWS_KEPT = 250_000
 V = TypeVar("V")
 
 
+# The kinds of event that are settings of a scope, naming no note: kept apart (`ScopeGraph.scope_wide`), so
+# that reading them costs their number, not the scope's
+SCOPE_SETTINGS = frozenset({EventKind.CHECK_EVERY, EventKind.ONE_VALUE, EventKind.MANY_VALUES})
+
+
 @dataclass
 class ScopeGraph:
     scope: str
@@ -58,14 +63,15 @@ class ScopeGraph:
     # said to be distinct from (one way)
     neighbours: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     naming: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # note or event id → events naming it
-    scope_wide: list[Event] = field(default_factory=list)  # events of the scope as a whole: its settings
+    # events of the scope as a whole, its settings (SCOPE_SETTINGS): what a subject holds, how often to check
+    scope_wide: list[Event] = field(default_factory=list)
 
     def add(self, events: Iterable[Event]) -> None:
         for e in events:
             if e.id in self.events:
                 continue  # a retried append: the first row wins
             self.events[e.id] = e
-            if e.kind is EventKind.CHECK_EVERY:
+            if e.kind in SCOPE_SETTINGS:
                 self.scope_wide.append(e)
             self.naming[e.dst].add(e.id)
             if e.src is not None:

@@ -101,7 +101,7 @@ class Subjects(Part):
 
     def declaration(self, scope: str, subject: str, at: datetime | None = None) -> Event | None:
         """The declaration in force that `subject` holds one value in `scope`, if there is one."""
-        return declared(self.graphs.get(scope).all_events(), utc(at)).get(subject_key(subject))
+        return declared(list(self.graphs.get(scope).scope_wide), utc(at)).get(subject_key(subject))
 
     def candidates(self, scope: str, subject: str) -> list[Note]:
         """The notes of `scope` whose subject is `subject`, however spelled, in any state."""
@@ -169,5 +169,5 @@ class Subjects(Part):
     def one_value_subjects(self, scope: str = "default", at: datetime | None = None) -> list[Event]:
         """The declarations in force in `scope`, by subject."""
         scope = check_scope(scope)
-        found = declared(self.graphs.get(scope).all_events(), utc(at))
+        found = declared(list(self.graphs.get(scope).scope_wide), utc(at))
         return sorted(found.values(), key=lambda e: subject_key(subject_of(e)))

@@ -6,37 +6,27 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
 
 import numpy as np
 
 from .checks import new_event
 from .errors import Conflict, NotFound
 from .fold import Fold, fold
-from .graph import Graphs
-from .lookup import Lookup
 from .model import Event, EventKind, Note
-from .tables import Tables
+from .part import Collaborators
 
 
 class Commits:
-    """The commits of one store's writes. `model` names the embeddings a note's row holds; `withdraw`
+    """The commits of one store's writes, through what a part is `given` (part.py; `model` names the
+    embeddings a note's row holds, the embedder's); `withdraw`
     forgets a note (id, reason) whose write lost a race to a forget of a note it names."""
 
-    def __init__(
-        self,
-        tables: Tables,
-        graphs: Graphs,
-        lookup: Lookup,
-        model: str,
-        clock: Callable[[], datetime],
-        withdraw: Callable[[str, str], object],
-    ) -> None:
-        self.tables = tables
-        self.graphs = graphs
-        self.lookup = lookup
-        self.model = model
-        self.clock = clock
+    def __init__(self, given: Collaborators, withdraw: Callable[[str, str], object]) -> None:
+        self.tables = given.tables
+        self.graphs = given.graphs
+        self.lookup = given.lookup
+        self.model = given.embedder.name
+        self.clock = given.clock
         self.withdraw = withdraw
         # The versions this thread's last write made: `events` (of the events table, None without
         # events), `notes` (of the notes table, None without a note).

@@ -12,7 +12,7 @@ from .commit import Commits
 from .errors import Conflict, InvalidArgument, NotFound
 from .fold import CHECK_DAYS
 from .model import Event, EventKind, NoteState
-from .part import Part
+from .part import Collaborators, Part
 from .views import LifecycleChange
 from .where import check_scope
 
@@ -22,8 +22,8 @@ MAX_CHECK_DAYS = 36_500
 class Confirms(Part):
     """`confirm` and `check_every`, committed through `commits` (commit.py), which the write path hands it."""
 
-    def __init__(self, part: Part, commits: Commits) -> None:
-        super().__init__(part.tables, part.graphs, part.lookup, part.embedder, part.clock, part.settings)
+    def __init__(self, given: Collaborators, commits: Commits) -> None:
+        super().__init__(given)
         self.commits = commits
 
     def confirm(

@@ -9,16 +9,16 @@ from .commit import Commits
 from .errors import NotFound
 from .ids import NOTE_PREFIX, check_id
 from .model import EventKind
-from .part import Part
+from .part import Collaborators, Part
 from .views import Forgotten, NoteView
 
 
 class Forgets(Part):
     """`forget`, and the commits of every write (commit.py), which withdraw a note by forgetting it."""
 
-    def __init__(self, part: Part) -> None:
-        super().__init__(part.tables, part.graphs, part.lookup, part.embedder, part.clock, part.settings)
-        self.commits = Commits(self.tables, self.graphs, self.lookup, self.embedder.name, self.clock, self._withdraw)
+    def __init__(self, given: Collaborators) -> None:
+        super().__init__(given)
+        self.commits = Commits(given, self._withdraw)
 
     def forget(self, note_id: str, reason: str, actor: str | None = None) -> Forgotten:
         """Delete a note for real, with every event that names it, and say what that changed.

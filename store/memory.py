@@ -22,6 +22,7 @@ from .imports import Imports
 from .lookup import Lookup
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
 from .model import Note
+from .part import Collaborators
 from .reader import ScopeReader
 from .reads import Reads
 from .recall import RetrievalSettings
@@ -112,9 +113,10 @@ class Memory:
         self.clock = clock
         self.settings = settings or RetrievalSettings()
         self.lookup = Lookup(self.tables, self.graphs)
-        self.writes = Writes(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
-        self.imports = Imports(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
-        self.reads = Reads(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
+        given = Collaborators(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
+        self.writes = Writes(given)
+        self.imports = Imports(given)
+        self.reads = Reads(given)
 
     def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:
         """Open the database and load the model in the background, then call `then` (on that thread,

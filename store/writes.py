@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
@@ -18,17 +18,13 @@ from . import recall, subjects, updates
 from .chains import build_chain, event_view, note_view
 from .checks import checked_reason, checked_text, current_or_refuse, exist, new_event, new_note, recorded_time
 from .confirms import Confirms
-from .embedder import Embedder
 from .errors import Conflict, InvalidArgument, NotFound
 from .fold import Fold
 from .forgets import Forgets
-from .graph import Graphs
 from .ids import NOTE_PREFIX, check_id, is_note_id
-from .lookup import Lookup
 from .model import MAX_LINKS, Draft, Event, EventKind, Note, NoteState
-from .part import Part
-from .recall import Candidate, RetrievalSettings
-from .tables import Tables
+from .part import Collaborators, Part
+from .recall import Candidate
 from .views import Corrected, LifecycleChange, LikelyUpdate, Linked, Remembered, Similar
 from .where import check_scope
 
@@ -58,20 +54,12 @@ class Writes(Part):
     """Every write of one store (part.py: what it is handed; recall's settings serve the similar-notes
     search), each committed through `commits` (commit.py)."""
 
-    def __init__(
-        self,
-        tables: Tables,
-        graphs: Graphs,
-        lookup: Lookup,
-        embedder: Embedder,
-        clock: Callable[[], datetime],
-        settings: RetrievalSettings,
-    ) -> None:
-        super().__init__(tables, graphs, lookup, embedder, clock, settings)
-        self.subjects = subjects.Subjects(tables, graphs, lookup, embedder, clock, settings)
-        self.forgets = Forgets(self)
+    def __init__(self, given: Collaborators) -> None:
+        super().__init__(given)
+        self.subjects = subjects.Subjects(given)
+        self.forgets = Forgets(given)
         self.commits = self.forgets.commits
-        self.confirms = Confirms(self, self.commits)
+        self.confirms = Confirms(given, self.commits)
 
     def remember(
         self,

@@ -163,6 +163,17 @@ class Gate:
         }  # fmt: skip
 
 
+def aws_env(endpoint: str) -> dict[str, str]:
+    """The usual AWS variables for a test's own S3 API at `endpoint` (moto's here, SeaweedFS's gateway)."""
+    return {
+        "AWS_ACCESS_KEY_ID": KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": REGION,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
 class LocalS3:
     """moto's S3 server on 127.0.0.1 behind a Gate, with buckets made at the first start."""
 
@@ -183,13 +194,7 @@ class LocalS3:
     @property
     def env(self) -> dict[str, str]:
         """The usual AWS variables, which the object store reads itself."""
-        return {
-            "AWS_ACCESS_KEY_ID": KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": SECRET,
-            "AWS_REGION": REGION,
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }
+        return aws_env(self.endpoint)
 
     def start(self) -> LocalS3:
         from moto.server import MotoRequestHandler

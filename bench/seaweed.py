@@ -62,7 +62,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from local_s3 import KEY_ID, REGION, SECRET
+from local_s3 import KEY_ID, REGION, SECRET, aws_env
 
 REPLICATION = "001"  # two copies of each object, on two volume servers of one rack
 VOLUME_SERVERS = 3
@@ -205,13 +205,7 @@ class SeaweedCluster:
     @property
     def env(self) -> dict[str, str]:
         """The usual AWS variables, which the object store reads itself (the shape of LocalS3.env)."""
-        return {
-            "AWS_ACCESS_KEY_ID": KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": SECRET,
-            "AWS_REGION": REGION,
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }
+        return aws_env(self.endpoint)
 
     @property
     def storage_options(self) -> dict[str, str]:

@@ -205,18 +205,7 @@ def parse(text: str, path: str = "grants file", oauth: bool = True) -> Grants:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise GrantsError(f"{path}: {exc}") from None
-    lines = text.splitlines()
-    tables = [i for i, line in enumerate(lines, 1) if re.match(r"^\s*\[\[\s*credentials\s*\]\]", line)]
-
-    def where(n: int | None, key: str | None = None) -> str:
-        """`path, line L (credentials[n].key)`: the line of the key in the n-th table, else of the table."""
-        if n is None or n >= len(tables):
-            return f"{path} ({key or 'top level'})"
-        line, end = tables[n], tables[n + 1] if n + 1 < len(tables) else len(lines) + 1
-        if key is not None:
-            line = next((i for i in range(line + 1, end) if re.match(rf"^\s*{key}\s*=", lines[i - 1])), line)
-        return f"{path}, line {line} (credentials[{n}]{'.' + key if key else ''})"
-
+    where = _Where(path, text)
     extra = set(document) - {"credentials"}
     if extra:
         raise GrantsError(f"{path}: unknown key {sorted(extra)[0]!r}: the file holds [[credentials]] tables only")
@@ -226,58 +215,106 @@ def parse(text: str, path: str = "grants file", oauth: bool = True) -> Grants:
     credentials: dict[str, Grant] = {}
     by_claim: dict[tuple[str, str], Grant] = {}
     for n, entry in enumerate(entries):
-        unknown = set(entry) - KEYS
-        if unknown:
-            key = sorted(unknown)[0]
-            raise GrantsError(f"{where(n, key)}: unknown key {key!r}; a credential has {', '.join(sorted(KEYS))}")
-        if not isinstance(entry.get("name"), str):
-            raise GrantsError(f"{where(n, 'name' if 'name' in entry else None)}: name is missing or not a string")
-        shown_by = [key for key in SHOWN_BY if key in entry]
-        if len(shown_by) != 1:
-            raise GrantsError(
-                f"{where(n, shown_by[1] if shown_by else None)}: a credential has exactly one of "
-                f"{', '.join(SHOWN_BY)}{f' (this one has {shown_by[0]} too)' if shown_by else ''}"
-            )
-        how = shown_by[0]
-        if not isinstance(entry[how], str) or not entry[how].strip():
-            raise GrantsError(f"{where(n, how)}: {how} must be a non-empty string")
-        if how != "token_sha256" and not oauth:
-            raise GrantsError(
-                f"{where(n, how)}: {how} names an OAuth access token's {CLAIM[how]}, and no issuer is set: "
-                "set CORRIGENDA_OAUTH_ISSUER and CORRIGENDA_RESOURCE"
-            )
-        name = entry["name"]
-        if not NAME.match(name) or name == SHARED_TOKEN:
-            raise GrantsError(
-                f"{where(n, 'name')}: {name!r} is not a credential name: 1 to 64 letters, digits, '.', '_', '@' "
-                f"or '-', starting with a letter or digit, and not {SHARED_TOKEN!r} (CORRIGENDA_TOKEN's)"
-            )
-        if any(g.name == name for g in (*credentials.values(), *by_claim.values())):
-            raise GrantsError(f"{where(n, 'name')}: {name!r} names an earlier credential too")
-        sha = entry[how]
-        if how == "token_sha256" and not SHA256.match(sha):
-            raise GrantsError(
-                f"{where(n, 'token_sha256')}: must be 64 lowercase hex digits, the SHA-256 of the token "
-                "(`printf %s TOKEN | sha256sum`), never the token itself"
-            )
-        if how == "token_sha256" and any(hmac.compare_digest(sha, known) for known in credentials):
-            raise GrantsError(f"{where(n, 'token_sha256')}: the same token as an earlier credential")
-        if (how, entry[how]) in by_claim:
-            raise GrantsError(f"{where(n, how)}: {how} {entry[how]!r} is an earlier credential's too")
-        patterns: dict[str, tuple[str, ...]] = {}
-        for key in ("read", "write"):
-            value = entry.get(key, [])
-            if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
-                raise GrantsError(f'{where(n, key)}: {key} must be a list of scope patterns, e.g. ["team-*", "ada"]')
-            patterns[key] = tuple(unicodedata.normalize("NFC", p) for p in value)  # as the scopes they match
-        if not patterns["read"] and not patterns["write"]:
-            raise GrantsError(f"{where(n)}: credential {name!r} may read nothing and write nothing")
-        grant = Grant(name, patterns["read"], patterns["write"])
+        how = _shown_by(entry, where, n, oauth)
+        _check_new(entry, how, where, n, credentials, by_claim)
+        grant = _grant(entry, where, n)
         if how == "token_sha256":
-            credentials[sha] = grant
+            credentials[entry[how]] = grant
         else:
             by_claim[(how, entry[how])] = grant
     return Grants(credentials, by_claim)
+
+
+class _Where:
+    """Where a credential and its keys are in a grants file's text, for its errors to name."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+        self.tables = [i for i, line in enumerate(self.lines, 1) if re.match(r"^\s*\[\[\s*credentials\s*\]\]", line)]
+
+    def __call__(self, n: int | None, key: str | None = None) -> str:
+        """`path, line L (credentials[n].key)`: the line of the key in the n-th table, else of the table."""
+        path, lines, tables = self.path, self.lines, self.tables
+        if n is None or n >= len(tables):
+            return f"{path} ({key or 'top level'})"
+        line, end = tables[n], tables[n + 1] if n + 1 < len(tables) else len(lines) + 1
+        if key is not None:
+            line = next((i for i in range(line + 1, end) if re.match(rf"^\s*{key}\s*=", lines[i - 1])), line)
+        return f"{path}, line {line} (credentials[{n}]{'.' + key if key else ''})"
+
+
+def _shown_by(entry: dict[str, Any], where: _Where, n: int, oauth: bool) -> str:
+    """How the n-th credential is shown (one of SHOWN_BY), once its keys are all known ones, its name is
+    a string, and exactly one way to show it is given: a non-empty string, an OAuth one only with an
+    issuer set (`oauth`). Else GrantsError naming the line."""
+    unknown = set(entry) - KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise GrantsError(f"{where(n, key)}: unknown key {key!r}; a credential has {', '.join(sorted(KEYS))}")
+    if not isinstance(entry.get("name"), str):
+        raise GrantsError(f"{where(n, 'name' if 'name' in entry else None)}: name is missing or not a string")
+    shown_by = [key for key in SHOWN_BY if key in entry]
+    if len(shown_by) != 1:
+        raise GrantsError(
+            f"{where(n, shown_by[1] if shown_by else None)}: a credential has exactly one of "
+            f"{', '.join(SHOWN_BY)}{f' (this one has {shown_by[0]} too)' if shown_by else ''}"
+        )
+    how = shown_by[0]
+    if not isinstance(entry[how], str) or not entry[how].strip():
+        raise GrantsError(f"{where(n, how)}: {how} must be a non-empty string")
+    if how != "token_sha256" and not oauth:
+        raise GrantsError(
+            f"{where(n, how)}: {how} names an OAuth access token's {CLAIM[how]}, and no issuer is set: "
+            "set CORRIGENDA_OAUTH_ISSUER and CORRIGENDA_RESOURCE"
+        )
+    return how
+
+
+def _check_new(
+    entry: dict[str, Any],
+    how: str,
+    where: _Where,
+    n: int,
+    credentials: Mapping[str, Grant],
+    by_claim: Mapping[tuple[str, str], Grant],
+) -> None:
+    """GrantsError naming the line unless the n-th credential's name is one (NAME, not the shared
+    token's), a static token's digest is one (SHA256), and neither its name nor what shows it (`how`)
+    is an earlier credential's: `credentials` by digest, `by_claim` by OAuth claim."""
+    name = entry["name"]
+    if not NAME.match(name) or name == SHARED_TOKEN:
+        raise GrantsError(
+            f"{where(n, 'name')}: {name!r} is not a credential name: 1 to 64 letters, digits, '.', '_', '@' "
+            f"or '-', starting with a letter or digit, and not {SHARED_TOKEN!r} (CORRIGENDA_TOKEN's)"
+        )
+    if any(g.name == name for g in (*credentials.values(), *by_claim.values())):
+        raise GrantsError(f"{where(n, 'name')}: {name!r} names an earlier credential too")
+    sha = entry[how]
+    if how == "token_sha256" and not SHA256.match(sha):
+        raise GrantsError(
+            f"{where(n, 'token_sha256')}: must be 64 lowercase hex digits, the SHA-256 of the token "
+            "(`printf %s TOKEN | sha256sum`), never the token itself"
+        )
+    if how == "token_sha256" and any(hmac.compare_digest(sha, known) for known in credentials):
+        raise GrantsError(f"{where(n, 'token_sha256')}: the same token as an earlier credential")
+    if (how, entry[how]) in by_claim:
+        raise GrantsError(f"{where(n, how)}: {how} {entry[how]!r} is an earlier credential's too")
+
+
+def _grant(entry: dict[str, Any], where: _Where, n: int) -> Grant:
+    """The n-th credential's grant: the scope patterns it may read and write, in Unicode NFC; GrantsError
+    naming the line if they are no list of patterns, or if it may do nothing."""
+    name = entry["name"]
+    patterns: dict[str, tuple[str, ...]] = {}
+    for key in ("read", "write"):
+        value = entry.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and p.strip() for p in value):
+            raise GrantsError(f'{where(n, key)}: {key} must be a list of scope patterns, e.g. ["team-*", "ada"]')
+        patterns[key] = tuple(unicodedata.normalize("NFC", p) for p in value)  # as the scopes they match
+    if not patterns["read"] and not patterns["write"]:
+        raise GrantsError(f"{where(n)}: credential {name!r} may read nothing and write nothing")
+    return Grant(name, patterns["read"], patterns["write"])
 
 
 class GrantedTokens(TokenVerifier):

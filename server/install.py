@@ -14,11 +14,12 @@ not see the shell's PATH), and wires the project (project.py) the way each clien
 - Claude Desktop has no workspace: the scope is 'default' unless --project or --scope is given.
 
 Nothing a person had in the file is lost. The file is read as JSON with comments (VS Code's JSONC) and
-edited as text: only the entry's own values change, so comments, trailing commas, numbers, key order
-and layout stay as written. An entry already there is updated, keeping its env and other keys. The file
-keeps its mode and owner, a symlink is written through to its target, every run that changes the file
-leaves a backup of its own (`.bak`, `.bak.2`, ...), and a change another program makes while the
-install runs is read again and kept. A file that cannot be updated safely is left as it was.
+edited as text (install_jsonc.py): only the entry's own values change, so comments, trailing commas,
+numbers, key order and layout stay as written. An entry already there is updated, keeping its env and
+other keys. The file keeps its mode and owner, a symlink is written through to its target, every run
+that changes the file leaves a backup of its own (`.bak`, `.bak.2`, ...), and a change another program
+makes while the install runs is read again and kept. A file that cannot be updated safely is left as it
+was.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import contextlib
 import itertools
 import json
 import os
-import re
 import stat
 import sys
 import tempfile
@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from platformdirs import user_config_dir
+
+from .install_jsonc import Node, Reader, Unreadable, json_text, put
 
 NAME = "corrigenda"
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")
@@ -51,19 +53,7 @@ class Entry:
     value: dict[str, Any]  # corrigenda's entry
 
     def snippet(self) -> str:
-        return _json({self.key: {NAME: self.value}})
-
-
-def _json(value: Any, pad: str = "", unit: str = "  ") -> str:
-    """JSON indented by `unit` from `pad`, a list of plain values on one line, as people write these files."""
-    if isinstance(value, dict) and value:
-        items = [
-            f"{pad}{unit}{json.dumps(k, ensure_ascii=False)}: {_json(v, pad + unit, unit)}" for k, v in value.items()
-        ]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
-        return "[\n" + ",\n".join(f"{pad}{unit}{_json(v, pad + unit, unit)}" for v in value) + f"\n{pad}]"
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+        return json_text({self.key: {NAME: self.value}})
 
 
 class InstallError(Exception):
@@ -120,7 +110,7 @@ def entry(client: str, command: str, project: str | None = None, env: Mapping[st
     if env:
         value["env"] = dict(env)
     try:
-        _json(value).encode("utf-8")
+        json_text(value).encode("utf-8")
     except UnicodeEncodeError:  # an argument holding bytes that are not UTF-8 (surrogate-escaped by Python)
         raise InstallError(
             "the entry would hold text that is not valid Unicode (a --db or --project path with bytes that are "
@@ -130,214 +120,19 @@ def entry(client: str, command: str, project: str | None = None, env: Mapping[st
     return Entry(client, config_file(client), key, value)
 
 
-# Reading: JSON with comments (VS Code's JSONC: `//` and `/* */` comments, trailing commas), parsed to
-# where each value sits in the text, so that an edit replaces or inserts text and touches nothing else.
-
-MAX_DEPTH = 256  # nesting a configuration never reaches; deeper is refused rather than a RecursionError
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
-_LITERALS = {"true": True, "false": False, "null": None}
-_NOT_JSON = ("NaN", "Infinity", "-Infinity")  # Python's json writes them; clients refuse the whole file
+# Merging: the file's text read (install_jsonc.py), corrigenda's entry put into it, the result checked.
 
 
-@dataclass
-class _Node:
-    """A value and where it sits in the text: [start, end). An object's members in order (key, node)."""
-
-    start: int
-    end: int
-    value: Any = None  # strings, true/false/null; a number's literal text
-    members: list[tuple[str, _Node]] | None = None  # an object
-    items: list[_Node] | None = None  # an array
-
-    def get(self, key: str) -> _Node | None:
-        """The member named `key` (the last one, as JSON.parse reads duplicates)."""
-        found = [node for name, node in self.members or [] if name == key]
-        return found[-1] if found else None
-
-    def plain(self) -> Any:
-        if self.members is not None:
-            return {name: node.plain() for name, node in self.members}
-        if self.items is not None:
-            return [node.plain() for node in self.items]
-        return self.value
-
-
-class _Unreadable(Exception):
-    def __init__(self, message: str, at: int) -> None:
-        super().__init__(message)
-        self.at = at
-
-
-class _Reader:
-    def __init__(self, text: str) -> None:
-        self.text, self.at = text, 0
-
-    def blank(self) -> None:
-        """Past whitespace and comments."""
-        text = self.text
-        while self.at < len(text):
-            if text[self.at] in " \t\r\n":
-                self.at += 1
-            elif text.startswith("//", self.at):
-                end = text.find("\n", self.at)
-                self.at = len(text) if end < 0 else end
-            elif text.startswith("/*", self.at):
-                end = text.find("*/", self.at + 2)
-                if end < 0:
-                    raise _Unreadable("a /* comment that is never closed", self.at)
-                self.at = end + 2
-            else:
-                return
-
-    def document(self) -> _Node | None:
-        """The file's value; None for a file with nothing but blanks and comments."""
-        self.blank()
-        if self.at == len(self.text):
-            return None
-        node = self.value(0)
-        self.blank()
-        if self.at < len(self.text):
-            raise _Unreadable(f"{self.text[self.at]!r} after the end of the JSON value", self.at)
-        return node
-
-    def value(self, depth: int) -> _Node:
-        if depth > MAX_DEPTH:
-            raise _Unreadable(f"values nested deeper than {MAX_DEPTH} levels", self.at)
-        text, start = self.text, self.at
-        if start >= len(text):
-            raise _Unreadable("the file ends inside a value", start)
-        if text[start] in "{[":
-            return self.container(depth)
-        if text[start] == '"':
-            return self.string()
-        found = _NUMBER.match(text, start)
-        if found:
-            self.at = found.end()
-            return _Node(start, self.at, found.group())
-        for word, value in _LITERALS.items():
-            if text.startswith(word, start):
-                self.at = start + len(word)
-                return _Node(start, self.at, value)
-        for word in _NOT_JSON:
-            if text.startswith(word, start):
-                raise _Unreadable(
-                    f"{word} is not a JSON value (clients refuse the file); write a number or null", start
-                )
-        raise _Unreadable(f"unexpected {text[start]!r}", start)
-
-    def string(self) -> _Node:
-        found = _STRING.match(self.text, self.at)
-        if not found:
-            raise _Unreadable("a string that is not closed, or holds a control character or a bad escape", self.at)
-        self.at = found.end()
-        return _Node(found.start(), self.at, json.loads(found.group()))
-
-    def container(self, depth: int) -> _Node:
-        text, start = self.text, self.at
-        is_object, close = text[start] == "{", "}" if text[start] == "{" else "]"
-        node = _Node(start, start, members=[] if is_object else None, items=None if is_object else [])
-        self.at += 1
-        while True:
-            self.blank()
-            if self.at < len(text) and text[self.at] == close:
-                break
-            if is_object:
-                if self.at >= len(text) or text[self.at] != '"':
-                    raise _Unreadable("expected a member name in double quotes", self.at)
-                key = self.string().value
-                self.blank()
-                if self.at >= len(text) or text[self.at] != ":":
-                    raise _Unreadable("expected ':' after a member name", self.at)
-                self.at += 1
-                self.blank()
-                assert node.members is not None
-                node.members.append((key, self.value(depth + 1)))
-            else:
-                assert node.items is not None
-                node.items.append(self.value(depth + 1))
-            self.blank()
-            if self.at < len(text) and text[self.at] == ",":
-                self.at += 1  # a trailing comma before the close is JSONC
-            elif self.at >= len(text) or text[self.at] != close:
-                raise _Unreadable(f"expected ',' or {close!r}", self.at)
-        self.at += 1
-        node.end = self.at
-        return node
-
-
-def _read_document(text: str, path: Path, client: str) -> _Node | None:
+def _read_document(text: str, path: Path, client: str) -> Node | None:
     try:
-        return _Reader(text).document()
-    except _Unreadable as exc:
+        return Reader(text).document()
+    except Unreadable as exc:
         line = text.count("\n", 0, exc.at) + 1
         column = exc.at - (text.rfind("\n", 0, exc.at) + 1) + 1
         raise InstallError(
             f"{path} is not JSON (line {line}, column {column}: {exc}): fix it, or add the entry by hand from "
             f"`corrigenda install {client} --print`"
         ) from None
-
-
-# Editing: put one value at a path of object keys, as text.
-
-
-def _line_start(text: str, at: int) -> int:
-    return text.rfind("\n", 0, at) + 1
-
-
-def _line_indent(text: str, at: int) -> str:
-    """The blanks that begin the line `at` is on."""
-    start = _line_start(text, at)
-    line = text[start:at]
-    return line[: len(line) - len(line.lstrip(" \t"))]
-
-
-def _indent_unit(text: str) -> str:
-    found = re.search(r"\n([ \t]+)\S", text)
-    return found.group(1) if found else "  "
-
-
-def _put(text: str, keys: tuple[str, ...], value: Any) -> str:
-    """`text` with `value` at `keys` (each an object member; all but the last there already): the value
-    replaced in place, or a member added after the last one, indented as the file is."""
-    node = _Reader(text).document()
-    for key in keys[:-1]:
-        assert node is not None
-        node = node.get(key)
-    assert node is not None and node.members is not None
-    unit, newline = _indent_unit(text), "\r\n" if "\r\n" in text else "\n"
-    old = node.get(keys[-1])
-    if old is not None and "\n" in text[node.start : node.end]:
-        rendered = _json(value, _line_indent(text, old.start), unit).replace("\n", newline)
-        return text[: old.start] + rendered + text[old.end :]
-    # An object written on one line stays on one line, spaced as it is; an empty one opens up, unless
-    # the whole file is one line.
-    one_line = "\n" not in text[node.start : node.end] and (bool(node.members) or "\n" not in text.strip())
-    spaced = '": ' in text[node.start : node.end] or not node.members
-    separators = (", ", ": ") if spaced else (",", ":")
-    if old is not None:
-        return text[: old.start] + json.dumps(value, ensure_ascii=False, separators=separators) + text[old.end :]
-    outer = _line_indent(text, node.start)
-    pad = outer + unit
-    close = node.end - 1
-    if node.members:
-        last = node.members[-1][1]
-        if _line_start(text, last.start) > node.start:  # members on lines of their own: indented as the last
-            pad = _line_indent(text, last.start)
-        after = _Reader(text)
-        after.at = last.end
-        after.blank()
-        if text[after.at] != ",":  # a comma after the last value, unless it has one already (trailing)
-            text, close = text[: last.end] + "," + text[last.end :], close + 1
-    if one_line:
-        member = json.dumps({keys[-1]: value}, ensure_ascii=False, separators=separators)[1:-1]
-        space = " " if spaced and node.members and text[close - 1] != " " else ""
-        return text[:close] + space + member + text[close:]
-    member = f"{pad}{json.dumps(keys[-1], ensure_ascii=False)}: {_json(value, pad, unit)}".replace("\n", newline)
-    if not text[_line_start(text, close) : close].strip(" \t"):  # the close on a line of its own
-        at = _line_start(text, close)
-        return text[:at] + member + newline + text[at:]
-    return text[:close] + newline + member + newline + outer + text[close:]
 
 
 @dataclass(frozen=True)
@@ -360,7 +155,7 @@ def _updated(text: str, made: Entry, path: Path) -> tuple[str, list[str], list[s
     """The file's text with corrigenda's entry in it; what changed and what was kept."""
     document = _read_document(text, path, made.client)
     if document is None:  # nothing but blanks and comments: they stay, the object follows
-        whole = _json({made.key: {NAME: made.value}})
+        whole = json_text({made.key: {NAME: made.value}})
         return text + ("\n" if text and not text.endswith("\n") else "") + whole + "\n", ["added the entry"], []
     if document.members is None:
         raise InstallError(
@@ -368,7 +163,7 @@ def _updated(text: str, made: Entry, path: Path) -> tuple[str, list[str], list[s
         )
     servers = document.get(made.key)
     if servers is None:
-        return _put(text, (made.key,), {NAME: made.value}), ["added the entry"], []
+        return put(text, (made.key,), {NAME: made.value}), ["added the entry"], []
     if servers.members is None:
         raise InstallError(
             f"{path}: its {made.key!r} is not a JSON object; add the entry by hand from "
@@ -376,20 +171,20 @@ def _updated(text: str, made: Entry, path: Path) -> tuple[str, list[str], list[s
         )
     ours = servers.get(NAME)
     if ours is None:
-        return _put(text, (made.key, NAME), made.value), ["added the entry"], []
+        return put(text, (made.key, NAME), made.value), ["added the entry"], []
     if ours.members is None:
-        return _put(text, (made.key, NAME), made.value), [f"replaced the entry {_short(ours.plain())}"], []
+        return put(text, (made.key, NAME), made.value), [f"replaced the entry {_short(ours.plain())}"], []
     changed, kept = [], []
     old = ours.plain()
     for name, value in made.value.items():
         if name == "env" and isinstance(old.get("env"), dict):
             for variable, setting in value.items():
                 if old["env"].get(variable) != setting:
-                    text = _put(text, (made.key, NAME, "env", variable), setting)
+                    text = put(text, (made.key, NAME, "env", variable), setting)
                     was = _short(old["env"][variable]) if variable in old["env"] else "(none)"
                     changed.append(f"env {variable}: {was} -> {_short(setting)}")
         elif old.get(name) != value:
-            text = _put(text, (made.key, NAME, name), value)
+            text = put(text, (made.key, NAME, name), value)
             changed.append(f"{name}: {_short(old[name]) if name in old else '(none)'} -> {_short(value)}")
     for variable, setting in (old.get("env") or {}).items() if isinstance(old.get("env"), dict) else ():
         if variable not in made.value.get("env", {}):
@@ -401,7 +196,7 @@ def _updated(text: str, made: Entry, path: Path) -> tuple[str, list[str], list[s
 def _keeps_everything(text: str, new_text: str, made: Entry) -> bool:
     """Whether `new_text` holds all that `text` held, and corrigenda's entry as asked (kept keys, merged env):
     the edit is checked, not trusted."""
-    before, after = _Reader(text).document(), _Reader(new_text).document()
+    before, after = Reader(text).document(), Reader(new_text).document()
     old: dict[str, Any] = before.plain() if before is not None else {}
     new: dict[str, Any] = after.plain() if after is not None else {}
     if not isinstance(new.get(made.key), dict) or NAME not in new[made.key]:

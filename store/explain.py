@@ -123,6 +123,16 @@ def _delivery(note: Note, trace: Trace) -> tuple[Verdict, list[Reason]]:
     """Where the recall in `trace` put the note: delivered (and how), trimmed, dropped, omitted or never reached."""
     assert trace.result is not None
     reasons = [Reason(stage="retrieval", detail=_retrieval_reason(note, trace))]
+    delivered = _delivered(note, trace, reasons)
+    if delivered is not None:
+        return delivered
+    return _not_delivered(note, trace, reasons)
+
+
+def _delivered(note: Note, trace: Trace, reasons: list[Reason]) -> tuple[Verdict, list[Reason]] | None:
+    """How the recall delivered the note, after `reasons`: as a head, as history (clipped or whole) or as a
+    prerequisite, in which chain; None when no delivered chain holds it."""
+    assert trace.result is not None
     chains = trace.result.chains
     for position, chain in enumerate(chains, 1):
         where = f"chain {position} of {len(chains)} ({chain.chain_id}, {chain.status.value})"
@@ -150,7 +160,13 @@ def _delivery(note: Note, trace: Trace) -> tuple[Verdict, list[Reason]]:
                     Reason(stage="prerequisite", detail=_liveness(prereq)),
                     Reason(stage="delivered", detail=f"delivered as a prerequisite in {where}"),
                 ]
+    return None
 
+
+def _not_delivered(note: Note, trace: Trace, reasons: list[Reason]) -> tuple[Verdict, list[Reason]]:
+    """Why the recall did not deliver the note, after `reasons`: its chain (or the chain that needs it)
+    dropped as a near-duplicate, trimmed, omitted for the budget or max_chains, or never reached."""
+    assert trace.result is not None
     needing = _needed_in(note.id, trace)
     own = trace.fold.chain(note.id).id if note.id in trace.fold.notes else None
     if needing is not None:

@@ -7,7 +7,7 @@ import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Annotated, Any
 
 import anyio.to_thread
@@ -16,7 +16,7 @@ from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.resources.templates import ResourceSecurity
-from mcp_types import CallToolResult, EmptyResult, InputRequiredResult, SetLevelRequestParams
+from mcp_types import CallToolResult, EmptyResult, Icon, InputRequiredResult, SetLevelRequestParams
 from mcp_types import Resource as MCPResource
 from mcp_types import Tool as MCPTool
 from pydantic import Field, ValidationError
@@ -28,7 +28,8 @@ from .errors import invalid_arguments, prompt_error
 from .grants import Grants
 from .grants import load as load_grants
 from .sdk import lowlevel
-from .tools import CHAIN_URI, NOTE_URI, TOOLS
+from .tools import TOOLS
+from .tools_links import CHAIN_URI, NOTE_URI
 from .tools_truth import confirm as confirm  # registers its tools in TOOLS
 
 log = logging.getLogger(__name__)
@@ -253,21 +254,7 @@ def build_server(
     if settings.transport == "http" and http.authenticates(settings):
         token = settings.token.get_secret_value() if settings.token else None
         grants = load_grants(settings.grants, token, oauth=settings.oauth_issuer is not None)
-
-    @asynccontextmanager
-    async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-        memory = memory_factory(settings)
-        try:
-            yield AppContext(
-                memory=memory, settings=settings, grants=grants, working_directory=working_directory,
-                environment=environment,
-            )  # fmt: skip
-        finally:
-            # On object storage a forget answers before its erasure is done, and a compaction holds the
-            # upkeep lease every server's erasures wait for: finish both before stopping.
-            with anyio.CancelScope(shield=True):
-                if owns_store and not await anyio.to_thread.run_sync(memory.finish_upkeep, SHUTDOWN_WAIT):
-                    log.warning("stopping with upkeep under way; the next upkeep, on any server, finishes it")
+    lifespan = _lifespan(settings, memory_factory, grants, working_directory, environment, owns_store)
 
     scope_line = SCOPE_OF_PROJECT if settings.scope is None else CONFIGURED_SCOPE.format(scope=settings.scope)
     icons = mcp_app.icons()
@@ -285,7 +272,41 @@ def build_server(
         return EmptyResult()
 
     lowlevel(server).add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
+    _register(server, icons)
+    return server
 
+
+def _lifespan(
+    settings: Settings,
+    memory_factory: Callable[[Settings], Memory],
+    grants: Grants | None,
+    working_directory: str | None,
+    environment: Mapping[str, str] | None,
+    owns_store: bool,
+) -> Callable[[MCPServer[AppContext]], AbstractAsyncContextManager[AppContext]]:
+    """build_server's lifespan: the store made by `memory_factory` and the context every call reads; on
+    stopping, the upkeep under way finished first when the store is the server's own (`owns_store`)."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
+        memory = memory_factory(settings)
+        try:
+            yield AppContext(
+                memory=memory, settings=settings, grants=grants, working_directory=working_directory,
+                environment=environment,
+            )  # fmt: skip
+        finally:
+            # On object storage a forget answers before its erasure is done, and a compaction holds the
+            # upkeep lease every server's erasures wait for: finish both before stopping.
+            with anyio.CancelScope(shield=True):
+                if owns_store and not await anyio.to_thread.run_sync(memory.finish_upkeep, SHUTDOWN_WAIT):
+                    log.warning("stopping with upkeep under way; the next upkeep, on any server, finishes it")
+
+    return lifespan
+
+
+def _register(server: MCPServer[AppContext], icons: list[Icon]) -> None:
+    """Every tool (tools.TOOLS), resource and prompt, registered with `server`, each with the server's icons."""
     for name, tool in TOOLS.items():
         server.add_tool(
             tool.fn, name=name, title=tool.title, description=tool.description, annotations=tool.annotations,
@@ -302,4 +323,3 @@ def build_server(
                     description="The newest notes of a scope (percent-encode the scope), current and history.")(recent_resource)  # fmt: skip
     server.prompt(name="recall_before_answering", title="Recall before answering", icons=icons)(recall_before_answering)
     server.prompt(name="record_correction", title="Record a correction", icons=icons)(record_correction)
-    return server

@@ -2,8 +2,8 @@
 store once and serves every local client of that store, each as its own client: stdio servers (their
 messages forwarded), CLI commands and the web view (forward.py is the other side; it starts this).
 
-Each connection brings its command line, working directory and client variables (forward.hello), and
-the engine serves it with those: a session's scope, actor, person and ask-on-update setting are its
+Each connection brings its command line, working directory and client variables (forward_dial.hello),
+and the engine serves it with those: a session's scope, actor, person and ask-on-update setting are its
 client's, never another's. Only the store and the model are the engine's (they name its socket).
 A CLI command runs the CLI's own code with the client's variables and folder in place, one command at
 a time, its output sent back; every write of every local client goes through this one process, so
@@ -18,7 +18,7 @@ settings for the same store can say which differ.
 
 It listens on a Unix socket (ADDRESS ending in .sock), or on a loopback port it writes into ADDRESS
 (ending in .port; Windows, or CORRIGENDA_ENGINE_TRANSPORT=tcp): anyone on the machine can connect to
-that, so each connection first proves it knows the user's secret (forward.prove) and one that does
+that, so each connection first proves it knows the user's secret (forward_dial.prove) and one that does
 not is refused, and logged, before anything it sent is read.
 
 Run by forward.py as `python -m corrigenda.server.engine ADDRESS STORE MODEL`.
@@ -38,16 +38,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .forward import CLIENT_VARIABLES, FLOOR, IDLE, LOOPBACK, NoEngine, code, dial, proof, user_secret
-
-try:
-    import fcntl
-except ImportError:  # Windows: msvcrt's lock instead
-    fcntl = None  # type: ignore[assignment]
+from .engine_client import Client, _give_back, _rss_mib, _span, client_environment
+from .engine_listen import _answer, _listen, _lock, _peer, _private, _same
+from .forward_dial import dial, proof, user_secret
+from .forward_target import FLOOR, IDLE, LOOPBACK, NoEngine, code
 
 if TYPE_CHECKING:
     from corrigenda.store import Memory
@@ -61,81 +58,13 @@ HELLO_MAX = 1 << 20
 STOP_WAIT = 120.0  # seconds to finish this process's erasures and compaction before it exits
 
 
-@dataclass
-class Client:
-    kind: str
-    pid: int
-    cwd: str
-    since: float = field(default_factory=time.time)
-
-
-def _lock(path: Path) -> int | None:
-    """The engine's lock beside its socket, held for its life; None when another engine holds it."""
-    fd = os.open(path.with_suffix(".lock"), os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        else:
-            import msvcrt
-
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-    except OSError:  # BlockingIOError; on Windows a PermissionError
-        os.close(fd)
-        return None
-    return fd
-
-
-def _private(path: Path, text: str) -> None:
-    """`text` into `path` (0600), whole or not at all: a reader never sees half of it."""
-    draft = path.with_name(f"{path.name}.{os.getpid()}")
-    with open(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as file:
-        file.write(text)
-    os.replace(draft, path)
-
-
-def _listen(address: Path) -> socket.socket:
-    """A Unix socket at `address` (.sock), born 0600 so that no other user can connect; or a loopback port
-    (.port), written into `address` once it listens."""
-    with contextlib.suppress(FileNotFoundError):
-        address.unlink()  # a killed engine's: the lock says none is running
-    if address.suffix == ".port":
-        listener = socket.create_server((LOOPBACK, 0), backlog=64)
-        _private(address, json.dumps({"port": listener.getsockname()[1], "pid": os.getpid()}))
-    else:
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        mask = os.umask(0o177)
-        try:
-            listener.bind(str(address))
-        finally:
-            os.umask(mask)
-        listener.listen(64)
-    listener.settimeout(1.0)
-    return listener
-
-
-@contextlib.contextmanager
-def client_environment(env: Mapping[str, str], cwd: str) -> Iterator[None]:
-    """The process's variables and folder as a client's (the caller holds Engine.context)."""
-    saved, here = dict(os.environ), os.getcwd()
-    for name in [n for n in os.environ if n.startswith("CORRIGENDA_") or n in CLIENT_VARIABLES]:
-        del os.environ[name]
-    os.environ.update(env)
-    try:
-        os.chdir(cwd)
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        os.chdir(here)
-
-
 class Engine:
     def __init__(self, path: Path, listener: socket.socket, lock: int, store: str, model: str) -> None:
         from .config import Settings, build_memory
 
         self.code = code()  # what this process runs: a forwarder of other code is refused
         self.path, self.listener, self.lock_fd = path, listener, lock  # path: its address, .sock or .port
-        self.key = path.stem  # forward.Target.key: what a connection's proofs are bound to
+        self.key = path.stem  # forward_target.Target.key: what a connection's proofs are bound to
         self.tcp = path.suffix == ".port"
         self.settings = Settings(db=store, model=model)
         self.store = os.path.realpath(self.settings.db)
@@ -385,46 +314,6 @@ class Engine:
         lines += [f"  {c.kind} (pid {c.pid}) in {c.cwd}, for {_span(time.time() - c.since)}" for c in clients
                   if c.kind != "status"]  # fmt: skip
         return "\n".join(lines)
-
-
-def _peer(conn: socket.socket) -> str:
-    with contextlib.suppress(OSError, TypeError, ValueError):
-        host, port = conn.getpeername()[:2]
-        return f"{host}:{port}"
-    return "a client"
-
-
-def _same(said: str, expected: str) -> bool:
-    import hmac  # hashlib's OpenSSL: only an engine on a loopback port needs it
-
-    return hmac.compare_digest(said.encode(), expected.encode())
-
-
-def _give_back() -> None:
-    """The memory a client's work freed, given back to the system: glibc keeps it in the arena of each
-    thread that served a client (one thread per connection) until told (bench/engine.py's memory sets
-    show what it saves). Elsewhere (no glibc) nothing happens."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _answer(conn: socket.socket, said: Mapping[str, Any]) -> None:
-    with contextlib.suppress(OSError):
-        conn.sendall(json.dumps(said).encode() + b"\n")
-
-
-def _span(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
-
-
-def _rss_mib() -> float | None:
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return None
 
 
 def main(argv: list[str]) -> int:

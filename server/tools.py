@@ -1,24 +1,20 @@
 """The tools, one function each, in the order a client lists them: their signatures, descriptions
 and annotations are what the model reads. Each does its work through access.py (scope, grant, actor,
 the store off the event loop) and answers with render.py's text beside the structured result. No
-retrieval logic: that is the store's."""
+retrieval logic: that is the store's. Declared through tools_registry.py (tools_truth.py's after these);
+`remember`'s question to the person is tools_ask.py's, the links a result carries tools_links.py's."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal
 
 from corrigenda.store import Draft
 from corrigenda.store.browse import PAGE_MAX
 from corrigenda.store.model import MAX_KIND, MAX_LINKS, MAX_QUERY, MAX_REASON, MAX_SUBJECT, MAX_TAGS
 from corrigenda.store.recall import MAX_ENTRIES
 from corrigenda.store.views import (
-    Chain,
     Changes,
-    Confirmed,
     Corrected,
     Exclusion,
     Forgotten,
@@ -32,16 +28,15 @@ from corrigenda.store.views import (
     StateFilter,
 )
 from corrigenda.store.where import SCOPE_MAX
-from mcp.server.elicitation import AcceptedElicitation, DeclinedElicitation, ElicitationResult
+from mcp.server.elicitation import ElicitationResult
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.resolve import Elicit, Resolve
-from mcp_types import CallToolResult, ContentBlock, ResourceLink, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.resolve import Resolve
+from mcp_types import CallToolResult
+from pydantic import Field
 
 from . import mcp_app, render
 from .access import (
     actor_of,
-    answerer_of,
     app_of,
     audit,
     call,
@@ -76,147 +71,10 @@ from .arguments import (
     ValidFrom,
     ValidUntil,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A tool as registered: its function (whose name is the tool's), annotations, title and `_meta`."""
-
-    fn: Callable[..., Any]
-    annotations: ToolAnnotations
-    title: str
-    meta: dict[str, Any] | None = None
-
-    @property
-    def description(self) -> str:
-        """The docstring as the model reads it: paragraphs, without the source's line breaks."""
-        paragraphs = inspect.cleandoc(self.fn.__doc__ or "").split("\n\n")
-        return "\n\n".join(" ".join(p.split()) for p in paragraphs)
-
-
-TOOLS: dict[str, Tool] = {}  # by name, in the order defined below; app.py registers them all
-
-
-def tool(annotations: ToolAnnotations, title: str, meta: dict[str, Any] | None = None) -> Callable[[F], F]:
-    """Declare a tool: its docstring is the description the model reads, its title the name a client
-    shows a person, `meta` its `_meta` (the app that draws its result)."""
-
-    def declare(fn: F) -> F:
-        TOOLS[fn.__name__] = Tool(fn, annotations, title, meta)
-        return fn
-
-    return declare
-
-
-# -- links a client opens: the resources (app.py) of the notes and chains a result shows ------------
-
-NOTE_URI = "corrigenda://notes/{note_id}"
-CHAIN_URI = "corrigenda://chains/{note_id}"
-LINK_TITLE = 80  # characters of a note's text a link's title quotes
-
-
-def linked(result: CallToolResult, chains: Sequence[Chain], chain_of: str | None = None) -> CallToolResult:
-    """The result with a `resource_link` to each chain it shows (read through `chain_of`, else through the
-    chain's first current note, else its newest history entry) and to each of the chain's current
-    notes, after the text: a client lists them and opens one with `resources/read`."""
-    links: list[ContentBlock] = []
-    for c in chains:
-        lead = c.heads[0] if c.heads else c.history[0].note if c.history else None
-        if lead is None:
-            continue
-        links.append(
-            ResourceLink(
-                uri=CHAIN_URI.format(note_id=chain_of or lead.id), name=f"chain {c.chain_id}",
-                title=f"Chain ({c.status.value}): {_short(lead.text)}", mime_type="text/plain",
-                description="The chain as recall delivers it: NOW, NEEDS, HISTORY.",
-            )
-        )  # fmt: skip
-        links += [
-            ResourceLink(
-                uri=NOTE_URI.format(note_id=n.id), name=f"note {n.id}", title=f"NOW: {_short(n.text)}",
-                mime_type="text/plain", description="The note with its chain and every lifecycle event.",
-            )
-            for n in c.heads
-        ]  # fmt: skip
-    return result.model_copy(update={"content": [*result.content, *links]})
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= LINK_TITLE else text[: LINK_TITLE - 1] + "…"
-
-
-# -- asking the person whether a new note replaces an older one (settings.ask_on_update) ----------
-
-
-class Answer(BaseModel):
-    """The person's answer to "does the new note replace the older one?"."""
-
-    answer: Literal["replaces", "refines", "keep both"] = Field(
-        title="The new note…",
-        description="replaces: the older note becomes history; refines: it adds detail, both stay current; "
-        "keep both: they are different facts.",
-    )
-
-
-ANSWERED = {"replaces": "supersedes", "refines": "refines", "keep both": "distinct"}  # the edge each answer records
-
-
-@dataclass(frozen=True)
-class Question:
-    """What the person is asked about a likely update: the message, and the older note it names."""
-
-    message: str
-    note_id: str
-
-
-def can_elicit(ctx: Context) -> bool:
-    """Whether the client declared form elicitation (a bare `elicitation: {}` counts, url-only does not)."""
-    capabilities = ctx.client_capabilities
-    elicitation = capabilities.elicitation if capabilities is not None else None
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
-
-
-async def likely_update_question(
-    ctx: Context,
-    text: str,
-    scope: str | None,
-    kind: str,
-    subject: str | None,
-    tags: list[str],
-    source: str | None,
-    confidence: float,
-    valid_from: datetime | None,
-    valid_until: datetime | None,
-    supersedes: list[str],
-) -> Question | None:
-    """`remember`'s question to the person about the note its draft most likely replaces (the first of its
-    likely updates); None when the server is not set to ask, the client cannot ask, or nothing looks
-    replaced. It stores nothing: the SDK may run it again on each round of one call."""
-    if not app_of(ctx).settings.ask_on_update or not can_elicit(ctx):
-        return None
-    draft = Draft(
-        text=text, kind=kind, subject=subject, tags=tags, source=source, confidence=confidence,
-        valid_from=valid_from, valid_until=valid_until,
-    )  # fmt: skip
-    where = await granted_scope(ctx, scope, "remember", write=True)
-    found = await call(ctx, "remember", lambda m: m.likely_updates(draft, scope=where, supersedes=supersedes))
-    return Question(render.update_question(draft, found[0]), found[0].note.id) if found else None
-
-
-async def ask_person(question: Annotated[Question | None, Resolve(likely_update_question)]) -> Elicit[Answer] | None:
-    """Ask the question, if there is one (the SDK sends it in the way the client's protocol version takes)."""
-    return None if question is None else Elicit(question.message, Answer)
-
-
-def person_answer(outcome: ElicitationResult[Answer]) -> str:
-    """The answer to record: the person's choice, or that they declined or cancelled."""
-    if isinstance(outcome, AcceptedElicitation):
-        return str(outcome.data.answer)
-    return "declined" if isinstance(outcome, DeclinedElicitation) else "cancelled"
-
+from .tools_ask import Answer, Question, ask_person, likely_update_question, person_answer, record_answer
+from .tools_links import linked
+from .tools_registry import TOOLS as TOOLS  # app.py's, with tools_truth.py's
+from .tools_registry import tool
 
 # -- the tools -------------------------------------------------------------------------------------
 
@@ -273,25 +131,6 @@ async def remember(
     if question is None and r.likely_updates and app_of(ctx).settings.ask_on_update:
         text += "\n" + render.NOT_ASKED  # this client cannot be asked mid-call (no elicitation, or HTTP 2025-11-25)
     return tool_result(r, text)
-
-
-async def record_answer(ctx: Context, r: Remembered, question: Question, answer: str) -> Remembered:
-    """The person's answer recorded: replaces, refines or keep both link the new note to the older one
-    (supersedes, refines, distinct), with the caller as actor (`answerer_of`) and the question as
-    reason, if the older note is still among the likely updates of the note stored. An answer (not a
-    decline or cancel) settles that proposal."""
-    proposed = {u.note.id for u in r.likely_updates}
-    event = None
-    if answer in ANSWERED and question.note_id in proposed:
-        kind = ANSWERED[answer]
-        linked = await call(ctx, "remember", lambda m: m.link(src_id=r.note.id, dst_id=question.note_id,
-                            kind=kind, reason=question.message, actor=answerer_of(ctx)))  # fmt: skip
-        event = linked.event
-    left = r.likely_updates
-    if answer in ANSWERED:
-        left = [u for u in r.likely_updates if u.note.id != question.note_id]
-    confirmed = Confirmed(note_id=question.note_id, question=question.message, answer=answer, event=event)
-    return r.model_copy(update={"confirmed": confirmed, "likely_updates": left})
 
 
 @tool(APPEND, "Correct a note")

@@ -1,6 +1,6 @@
 """Faults, long form (issue 11): kill -9 at random points, several servers on one store, racing cycles.
 
-tests/test_reliability.py holds the short, deterministic forms (a write cut between its appends, an
+tests/store/test_reliability.py holds the short, deterministic forms (a write cut between its appends, an
 interrupted forget, two threads racing a cycle). This bench does the same to real processes, many
 times, on real LanceDB stores in a temporary directory, and checks the store after every fault.
 
@@ -88,8 +88,8 @@ http; it then also prints each kind of write's p50 / p99 latency, measured from 
 gate by kind; SeaweedFS's gateway from its metrics, by type: GET and HEAD are one kind there). After
 each write that stored a note, the next server reads it (history): a miss is counted as corrupt. A
 forget that failed is called again, as a user would (its delete may have landed).
-tests/test_object_store.py runs it short, three HTTP servers on SeaweedFS, and its negative control
-on moto; tests/test_seaweed_faults.py runs part 5 short. `servers_phase` takes a `front` that puts
+tests/store/test_object_store.py runs it short, three HTTP servers on SeaweedFS, and its negative control
+on moto; tests/store/test_seaweed_faults.py runs part 5 short. `servers_phase` takes a `front` that puts
 something (a load balancer) between the clients and the servers.
 
 Not covered: power loss or a kernel crash (kill -9 leaves the page cache to be written, so whether

@@ -1,5 +1,5 @@
 """Makes the README's pictures of the web view, in headless Chromium, from a store seeded as the
-browser tests seed theirs (tests/test_ui.py); tests/test_ui.py runs it, so CI does.
+browser tests seed theirs (tests/server/test_ui.py); tests/server/test_ui.py runs it, so CI does.
 
 .venv/bin/python docs/make_screenshots.py [--out DIR]     (default: docs/)
 
@@ -7,7 +7,7 @@ browser tests seed theirs (tests/test_ui.py); tests/test_ui.py runs it, so CI do
 - ui-correct.png: a person correcting a note by hand, the form filled in;
 - ui-chain.png: the chain after that correction, with its timeline;
 - mcp-app.png: the MCP App showing a `recall_chains` result inside a host (the test host of
-  tests/test_mcp_app.py, written to the extension's specification);
+  tests/server/test_mcp_app.py, written to the extension's specification);
 - mcp-app-outdated.png: the MCP App, in a host that passes its tool calls on, asking the person about a
   chain marked POSSIBLY OUTDATED: a reason typed, the two answers as buttons.
 """
@@ -31,8 +31,8 @@ from corrigenda.store import Memory  # noqa: E402
 from mcp import Client  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from tests.test_mcp_app import show_in_a_host  # noqa: E402
-from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, free_port, seed, start  # noqa: E402
+from tests.server.test_mcp_app import show_in_a_host  # noqa: E402
+from tests.server.test_ui import CHROMIUM, CHROMIUM_ARGS, free_port, seed, start  # noqa: E402
 
 WIDTH = 1000
 PICTURES = ("ui-landing.png", "ui-correct.png", "ui-chain.png", "mcp-app.png", "mcp-app-outdated.png")

@@ -106,7 +106,7 @@ async def scope_for(ctx: Context, given: str | None) -> str:
 def connection_of(session: Any) -> Any:
     """The client's connection, which a session's scope is kept for: the SDK (2.3) makes a ServerSession
     for each request, over the one Connection of the client, which it names only privately. Without it,
-    the session itself (tests/test_project.py asks roots/list once per connection)."""
+    the session itself (tests/server/test_project.py asks roots/list once per connection)."""
     return getattr(session, "_connection", session)
 
 

@@ -8,7 +8,7 @@ bench/startup.py measures a server's start). So a model directory of that shape 
 all-MiniLM-L6-v2 is one) is run here from its own files: the tokenizer from `tokenizer.json` (the
 `tokenizers` package, which transformers uses for it too) and the weights from `model.safetensors`,
 through the same arithmetic as transformers' `BertModel` and sentence-transformers' `Pooling` and
-`Normalize`, in the same order: tests/test_embedder.py checks that the vectors are sentence-transformers'
+`Normalize`, in the same order: tests/store/test_embedder.py checks that the vectors are sentence-transformers'
 own, bit for bit. A model of another shape is left to sentence-transformers (`fits`).
 """
 

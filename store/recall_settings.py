@@ -10,7 +10,7 @@ from .tokens import estimate_tokens
 
 # What the text rendering adds, in the same estimate: a note's label, id, kind and date (a history
 # entry has that twice over: what replaced it, and when), and a chain's header line. Checked
-# against the real rendering by tests/test_tools.py.
+# against the real rendering by tests/server/test_tools.py.
 NOTE_OVERHEAD = 18
 CHAIN_OVERHEAD = 16
 CLIP_OVERHEAD = 8  # a clipped history entry's mark, "[clipped: 120 of 480 tokens]"

@@ -20,7 +20,7 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # Every command and server a test starts runs in its own process, as before the shared engine: one engine
-# per test's store would hold a model each for minutes. tests/test_engine.py switches it on for itself.
+# per test's store would hold a model each for minutes. tests/server/test_engine.py switches it on for itself.
 os.environ["CORRIGENDA_ENGINE"] = "off"
 
 from corrigenda.server.app import build_server
@@ -98,20 +98,24 @@ async def call_error(client: Client, tool: str, **arguments: Any) -> str:
     return result.content[0].text  # type: ignore[union-attr]
 
 
+TESTS = Path(__file__).resolve().parent
+
 # Tiers. A whole file's kind, where every test in it is of that kind; a single slow test carries its own
-# marks. Every kind is also `slow`, so `python -m pytest -m "not slow"` is the quick tier.
+# marks. Every kind is also `slow`, so `python -m pytest -m "not slow"` is the quick tier. Files are named
+# by their path under tests/ (the folders mirror the code's: store/, server/, bench/; the whole project's
+# tests at the top).
 TIERS = {
     "test_install.py": "install",
-    "test_install_clients.py": "install",
+    "server/test_install_clients.py": "install",
     "test_mcpb.py": "install",
     "test_packaging.py": "install",
-    "test_object_store.py": "bucket",
-    "test_ui.py": "browser",
-    "test_browse.py": "browser",
-    "test_processes.py": "processes",
+    "store/test_object_store.py": "bucket",
+    "server/test_ui.py": "browser",
+    "store/test_browse.py": "browser",
+    "server/test_processes.py": "processes",
     "test_manifests.py": "processes",
-    "test_cli.py": "processes",
-    "test_oauth.py": "processes",
+    "server/test_cli.py": "processes",
+    "server/test_oauth.py": "processes",
 }
 SLOW_KINDS = ("install", "bucket", "browser", "processes")
 # The unit tier (`-m unit`): every quick test that asks for no model (the `embedder` fixture, which
@@ -119,26 +123,38 @@ SLOW_KINDS = ("install", "bucket", "browser", "processes")
 # a process either: `unit_walls` fails it if it does, so the tier stays what it says in every run.
 MODEL_FIXTURES = ("embedder",)
 NOT_UNIT = {  # quick files whose tests start processes (servers, git, a fresh interpreter) or load a model
-    "test_http_security.py", "test_stdio.py", "test_embedder.py", "test_layout.py", "test_platforms.py", "test_docs.py",
+    "server/test_http_security.py", "server/test_stdio.py", "store/test_embedder.py",
+    "test_layout.py", "test_platforms.py", "test_docs.py",
 }  # fmt: skip
 # Files whose tests share a module or session fixture that is dear to make (a SeaweedFS cluster, a moto server, a built
 # wheel or bundle, an authorization server, a store of generated notes): under pytest-xdist's
 # loadgroup (pyproject.toml) each runs whole on one worker; every other test goes wherever a worker is free.
-SHARED_FIXTURES = ("test_fuzz_tools.py", "test_mcpb.py", "test_oauth.py", "test_object_store.py", "test_packaging.py")
+SHARED_FIXTURES = (
+    "server/test_fuzz_tools.py", "server/test_oauth.py", "store/test_object_store.py", "test_mcpb.py", "test_packaging.py",
+)  # fmt: skip
+# A file moved or renamed without its entry above would lose its marks and its group without a word.
+_GONE = sorted(name for name in (*TIERS, *NOT_UNIT, *SHARED_FIXTURES) if not (TESTS / name).is_file())
+assert not _GONE, f"tests/conftest.py names test files that are not there: {_GONE}"
+
+
+def _name(item: pytest.Item) -> str:
+    """The item's file as the tables above name it: its path under tests/."""
+    return item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else item.path.name
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        kind = TIERS.get(item.path.name)
+        name = _name(item)
+        kind = TIERS.get(name)
         if kind:
             item.add_marker(getattr(pytest.mark, kind))
         if kind or any(item.get_closest_marker(k) for k in SLOW_KINDS):
             item.add_marker(pytest.mark.slow)
-        if item.path.name in SHARED_FIXTURES:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
+        if name in SHARED_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))  # by file name, as files naming their own do
         fixtures = getattr(item, "fixturenames", ())
-        quick = not item.get_closest_marker("slow") and item.path.name not in NOT_UNIT
+        quick = not item.get_closest_marker("slow") and name not in NOT_UNIT
         if quick and not any(f in fixtures for f in MODEL_FIXTURES):
             item.add_marker(pytest.mark.unit)
 

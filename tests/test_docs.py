@@ -11,7 +11,7 @@ from corrigenda.server import install
 from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 
-from .test_tools import TOOLS
+from .server.test_tools import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -25,11 +25,11 @@ from corrigenda.server.config import Settings
 from corrigenda.store import Draft, Memory
 from mcp import Client
 
-from .conftest import call
+from ..conftest import call
 from .test_cli import CORRIGENDA, run
 from .test_stdio import RawSession
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

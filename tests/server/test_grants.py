@@ -23,7 +23,7 @@ from corrigenda.store.model import acted_by, agent_actor, credential_actor
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from .conftest import call, call_error
+from ..conftest import call, call_error
 from .test_http_security import authorized, serving
 from .test_processes import CORRIGENDA, _free_port
 from .test_processes import ENV as PROCESS_ENV

@@ -13,7 +13,7 @@ from corrigenda.store.model import Draft, EventKind, NoteState
 from corrigenda.store.subjects import subject_key
 from mcp import Client
 
-from .conftest import call, call_error
+from ..conftest import call, call_error
 
 pytestmark = pytest.mark.anyio
 

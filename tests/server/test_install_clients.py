@@ -1,6 +1,6 @@
 """`corrigenda install CLIENT` writes each client's real configuration file in a home of its own: the
 entry beside what was there, a backup of the file as it was, and a command that, launched as the
-client launches it, serves the project's scope (tests/test_install_config.py: what the file keeps)."""
+client launches it, serves the project's scope (tests/server/test_install_config.py: what the file keeps)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root
 
-from .conftest import call
-from .launch import OFFLINE, serve_and_ask
+from ..conftest import call
+from ..launch import OFFLINE, serve_and_ask
 from .test_cli import CORRIGENDA
 
 # Each client's file under a home, with what a person's file holds already (Linux paths).

@@ -31,12 +31,12 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from .conftest import call
+from ..conftest import call
 from .test_grants import OAUTH_GRANTS, OPS_BOT, outcome, serving
 from .test_http_security import authorized
 from .test_processes import _free_port
 
-AS_SOURCE = Path(__file__).parent / "oauth_as"
+AS_SOURCE = Path(__file__).resolve().parents[1] / "oauth_as"
 ANOTHER_RESOURCE = "https://calendar.example.com/api"  # a URL the AS is asked about, never reached
 TEXT = "The payments service listens on port 9090"
 

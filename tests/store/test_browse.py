@@ -9,8 +9,8 @@ import pytest
 from corrigenda.store import Draft, InvalidArgument, Memory, NoteState, SentenceTransformerEmbedder
 from mcp import Client
 
-from .conftest import call, call_error
-from .test_cli import run
+from ..conftest import call, call_error
+from ..server.test_cli import run
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 

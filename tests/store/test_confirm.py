@@ -15,7 +15,7 @@ from corrigenda.store.memory import Memory
 from corrigenda.store.model import Draft
 from mcp import Client
 
-from .conftest import call, call_error
+from ..conftest import call, call_error
 
 pytestmark = pytest.mark.anyio
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from bench.faults import STOP_WAIT_S
 
-from .conftest import call, call_error
+from ..conftest import call, call_error
 
 CORRIGENDA = str(Path(sys.executable).with_name("corrigenda"))
 INSPECTOR = "@modelcontextprotocol/inspector@0.17.5"  # the 0.x CLI runs on Node 20

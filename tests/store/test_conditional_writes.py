@@ -23,8 +23,8 @@ from corrigenda.store.storage.location import Location
 
 from bench.local_s3 import KEY_ID, REGION, SECRET, LocalS3
 
+from ..server.test_processes import _free_port, serve_http
 from .test_object_store import _cli
-from .test_processes import _free_port, serve_http
 
 # Every test here talks to a moto server, as test_object_store.py's do (conftest.py's tiers).
 pytestmark = [pytest.mark.bucket, pytest.mark.xdist_group("test_conditional_writes.py")]

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import Icon
 
-from .conftest import call, call_error
+from ..conftest import call, call_error
 from .test_http_security import serving
 from .test_processes import _free_port
 

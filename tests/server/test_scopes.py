@@ -26,8 +26,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import ListRootsResult, Root
 from starlette.testclient import TestClient
 
-from .conftest import call, call_error
-from .test_browse import T0, Clock
+from ..conftest import call, call_error
+from ..store.test_browse import T0, Clock
 from .test_cli import run
 
 pytestmark = pytest.mark.anyio

@@ -2,7 +2,7 @@
 forgotten note's page says, the headers every answer carries, and a person's writes: confirmed,
 recorded as the person, refused without the form token or from another origin, nothing changed then.
 
-tests/test_ui.py drives the same pages in Chromium, through the real command."""
+tests/server/test_ui.py drives the same pages in Chromium, through the real command."""
 
 from __future__ import annotations
 

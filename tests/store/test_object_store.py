@@ -12,7 +12,7 @@ Which store each test uses, and why:
 - **A SeaweedFS cluster of the test's own**: the gateway stopped and started again under a server
   (`stop_gateway`), so that no other test meets it half-way. The faults of a cluster under three
   writing servers (a volume server killed, the gateway or the filer stopped) are in
-  tests/test_seaweed_faults.py.
+  tests/store/test_seaweed_faults.py.
 - **moto** (the `moto` fixture, or a server of the test's own: bench/local_s3.py, moto's S3 server
   behind a gate) where a fault must be made that a real store does not make on demand: the negative
   control (`honour_conditional_writes=False` and `commit_delay`: a store that drops conditional
@@ -56,8 +56,8 @@ from bench.faults import PhaseResult, bucket_files, servers_phase
 from bench.local_s3 import KEY_ID, LocalS3
 from bench.seaweed import SeaweedCluster
 
-from .conftest import call, call_error
-from .test_processes import CORRIGENDA, ENV, _free_port, serve_http
+from ..conftest import call, call_error
+from ..server.test_processes import CORRIGENDA, ENV, _free_port, serve_http
 
 BUCKET = "corrigenda-test"
 WRITERS = 4

@@ -37,7 +37,7 @@ from corrigenda.server.project import project_scope
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from .conftest import call
+from ..conftest import call
 from .test_cli import CORRIGENDA
 
 # One worker runs the whole file under xdist, so that the module's shared engine is started once.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from .conftest import call, call_error
+from ..conftest import call, call_error
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult, InputRequiredResult
 
-from .conftest import call
+from ..conftest import call
 from .test_http_security import authorized, serving
 from .test_processes import _free_port
 

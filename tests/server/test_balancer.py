@@ -27,7 +27,7 @@ from mcp_types import CallToolResult, ElicitRequestParams, ElicitResult, InputRe
 from bench.balancer import CYCLE, VERSIONS, Fleet, fleet, run, seaweed_store, through, warm
 from bench.haproxy import SERVED_BY
 
-from .conftest import call
+from ..conftest import call
 from .test_grants import OAUTH_GRANTS, OPS_BOT
 from .test_http_security import serving
 from .test_oauth import AuthorizationServer, authorization_server, token_of  # noqa: F401 - a fixture

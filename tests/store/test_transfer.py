@@ -34,9 +34,9 @@ from corrigenda.store.transfer import event_from_record, note_from_record
 from hypothesis import given
 from hypothesis import strategies as st
 
-from .test_cli import run
+from ..server.test_cli import run
 
-KG_FIXTURE = Path(__file__).parent / "fixtures" / "kg_memory.jsonl"
+KG_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "kg_memory.jsonl"
 T0 = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 QUERIES = ["which port does the service listen on?", "who owns billing?", "database version", "backups"]
 

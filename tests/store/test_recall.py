@@ -363,7 +363,7 @@ def test_recall_marks_exactly_the_conflicts_of_notes_filed_under_one_subject() -
     """On seed 000's notes with a few subjects mixed in, unlinked_conflicts finds what comparing every
     pair of same-subject notes with `conflict` finds, and nothing of the pairs that only say the same
     words around another value (which `conflict` alone would take for updates)."""
-    data = Path(__file__).parent.parent / "bench" / "data" / "seed000" / "notes.json"
+    data = Path(__file__).resolve().parents[2] / "bench" / "data" / "seed000" / "notes.json"
     texts = [e["text"] for e in json.loads(data.read_text())["timeline"] if e.get("text")][:117]
     texts += ["The API listens on port 8080.", "She ran 5 miles on it.", "The API listens on port 9090."]
     texts += ["She ran 7 miles on it."]

@@ -20,7 +20,7 @@ import pytest
 from bench.faults import PhaseResult, cluster_fault_run
 from bench.seaweed import SeaweedCluster
 
-# The cluster is a bucket store, like tests/test_object_store.py's (tests/conftest.py makes it slow too).
+# The cluster is a bucket store, like tests/store/test_object_store.py's (tests/conftest.py makes it slow too).
 pytestmark = pytest.mark.bucket
 
 WRITES = 15  # per server: a third of them before the fault, at least one (two for a volume server) during it

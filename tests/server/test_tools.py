@@ -14,7 +14,7 @@ from corrigenda.store.tokens import estimate_tokens
 from corrigenda.store.views import RecallResult
 from mcp import Client
 
-from .conftest import call, call_error
+from ..conftest import call, call_error
 
 pytestmark = pytest.mark.anyio
 

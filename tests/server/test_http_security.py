@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from starlette.routing import BaseRoute
 
-from .conftest import call
+from ..conftest import call
 from .test_processes import CORRIGENDA, ENV, STOP_WAIT_S, Running, _free_port, serve_http
 
 TOKEN = "s3cret-token-for-tests-0123456789"

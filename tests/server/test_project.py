@@ -31,8 +31,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import METHOD_NOT_FOUND, ErrorData, ListRootsResult, Root
 
-from .conftest import call, call_error
-from .launch import OFFLINE, serve_and_ask
+from ..conftest import call, call_error
+from ..launch import OFFLINE, serve_and_ask
 from .test_cli import CORRIGENDA
 from .test_processes import serve_http
 from .test_scopes import roots, session

@@ -29,7 +29,7 @@ from corrigenda.store.views import RecallResult
 from mcp import Client
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
-from .conftest import call
+from ..conftest import call
 from .test_tools import TOOLS
 from .test_ui import BEFORE, CHROMIUM, CHROMIUM_ARGS
 

@@ -122,11 +122,10 @@ async def scopes_page(request: Request) -> Response:
 async def chain(request: Request) -> Response:
     site = site_of(request)
     note_id = request.path_params["note_id"]
-    where = await here(request)
-    found = await history_or_forgotten(request, where, note_id)
-    if isinstance(found, Response):
-        return found
-    where.scope = found.note.scope
+    opened = await named_note(request, note_id)
+    if isinstance(opened, Response):
+        return opened
+    where, found = opened
     notes = {n.id: n for n in [*found.chain.heads, *found.chain.prerequisites, *(x.note for x in found.chain.history)]}
     notes.setdefault(found.note.id, found.note)
     hands = where.as_of is None and where.may_write(where.scope)
@@ -148,11 +147,10 @@ async def chain(request: Request) -> Response:
 async def note(request: Request) -> Response:
     site = site_of(request)
     note_id = request.path_params["note_id"]
-    where = await here(request)
-    found = await history_or_forgotten(request, where, note_id)
-    if isinstance(found, Response):
-        return found
-    where.scope = found.note.scope
+    opened = await named_note(request, note_id)
+    if isinstance(opened, Response):
+        return opened
+    where, found = opened
     x = await store(lambda: site.memory.why_excluded(note_id, where.q or None, scope=where.scope, as_of=where.as_of))
     reasons = "".join(f"<li><b>{h.e(r.stage)}</b>: {h.e(r.detail)}</li>" for r in x.reasons)
     instead = "".join(h.note_line(where, n, "NOW") for n in x.replaced_by)
@@ -170,6 +168,17 @@ def no_hands(where: h.Here) -> str:
     if where.as_of is not None:
         return "A person changes the memory as it is now: go back to now to correct it."
     return f"Your credential may read scope {h.e(where.scope)} but not change it."
+
+
+async def named_note(request: Request, note_id: str) -> tuple[h.Here, NoteHistory] | Response:
+    """What the chain and note pages open with: the page's context, set to the note's scope, and the note's
+    history; or the page that answers instead (`history_or_forgotten`)."""
+    where = await here(request)
+    found = await history_or_forgotten(request, where, note_id)
+    if isinstance(found, Response):
+        return found
+    where.scope = found.note.scope
+    return where, found
 
 
 async def history_or_forgotten(request: Request, where: h.Here, note_id: str) -> NoteHistory | Response:

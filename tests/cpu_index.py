@@ -12,9 +12,11 @@ asked of which index.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import datetime
 import hashlib
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -35,15 +37,26 @@ HOST = "download.pytorch.org"
 PREFIX = "/whl/cpu/"  # the CPU index is https://download.pytorch.org/whl/cpu
 
 
+_downloads: list[Path] = []  # the one folder a test process downloaded torch into
+
+
 def torch_wheel(folder: Path, pattern: str = "torch-*.whl") -> Path:
-    """The torch 2.13.0 wheel pip installs here (the machine's CPU build), downloaded into `folder`."""
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "torch==2.13.0", "-d", str(folder)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert pip.returncode == 0, pip.stderr[-2000:]
-    (wheel,) = folder.glob(pattern)
-    return wheel
+    """The torch 2.13.0 wheel pip installs here (the machine's CPU build), linked into `folder`. It is
+    downloaded once per test process: a copy of its 190 MB for each test filled a CI machine's disk."""
+    if not _downloads:
+        downloads = Path(tempfile.mkdtemp(prefix="corrigenda-torch-"))
+        atexit.register(shutil.rmtree, downloads, True)
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "torch==2.13.0", "-d", str(downloads)],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert pip.returncode == 0, pip.stderr[-2000:]
+        _downloads.append(downloads)
+    (wheel,) = _downloads[0].glob(pattern)
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / wheel.name
+    link.symlink_to(wheel)
+    return link
 
 
 def local_torch_index(tmp: Path) -> str:

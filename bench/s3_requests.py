@@ -49,6 +49,7 @@ from corrigenda.store.storage import limits
 from corrigenda.store.storage.compaction import Compaction
 from corrigenda.store.storage.erasure import Erasure
 from corrigenda.store.storage.upkeep import Upkeep
+from corrigenda.store.tables import Parts
 from local_s3 import KINDS, LocalS3, kind
 
 PHASES = ("write", "read", "upkeep", "erasure", "other")
@@ -89,36 +90,39 @@ def run(
     os.environ.update(s3.env)
     if compact_at is not None:
         limits.COMPACT_AT_FRAGMENTS_REMOTE = compact_at
-    if two_pass:
-        Compaction.clean_versions = two_pass_clean  # type: ignore[method-assign]
     done: Counter[str] = Counter()
 
-    writes_since_check: Counter[int] = Counter()  # by store opened (id of its Tables), as each counts its own
+    class InLine(Upkeep):
+        """The upkeep after a write, with the compaction in this thread."""
 
-    def in_line(self: Upkeep) -> None:  # Upkeep.after_write, with the compaction in this thread
-        writes_since_check[id(self)] += 1
-        if writes_since_check[id(self)] >= limits.UPKEEP_CHECK_EVERY_REMOTE:  # on a bucket: remote
-            writes_since_check[id(self)] = 0
-            before, counting.phase = counting.phase, "upkeep" if counting.phase != "other" else "other"
-            done["compactions"] += self.compact_if_due()
-            counting.phase = before
+        writes_since_check = 0
 
-    real_erase = Erasure.erase_forgotten
+        def after_write(self) -> None:
+            self.writes_since_check += 1
+            if self.writes_since_check >= limits.UPKEEP_CHECK_EVERY_REMOTE:  # on a bucket: remote
+                self.writes_since_check = 0
+                before, counting.phase = counting.phase, "upkeep" if counting.phase != "other" else "other"
+                done["compactions"] += self.compact_if_due()
+                counting.phase = before
 
-    def erase(self: Erasure, wait: float = limits.ERASE_WAIT, events: Collection[str] = ()) -> list[str]:
-        before, counting.phase = counting.phase, "erasure"
-        try:
-            return real_erase(self, wait, events)
-        finally:
-            counting.phase = before
-            done["erasure passes"] += 1
+    class Counted(Erasure):
+        def erase_forgotten(self, wait: float = limits.ERASE_WAIT, events: Collection[str] = ()) -> list[str]:
+            before, counting.phase = counting.phase, "erasure"
+            try:
+                return super().erase_forgotten(wait, events)
+            finally:
+                counting.phase = before
+                done["erasure passes"] += 1
 
-    Upkeep.after_write = in_line  # type: ignore[method-assign]
-    Erasure.erase_forgotten = erase  # type: ignore[method-assign]
+    class TwoPass(Compaction):
+        def clean_versions(self, dataset: Any, keep_versions_for: timedelta) -> None:
+            two_pass_clean(self, dataset, keep_versions_for)
+
+    parts = Parts(upkeep=InLine, erasure=Counted, compaction=TwoPass if two_pass else Compaction)
     try:
-        memory = Memory(f"s3://{BUCKET}/store")
+        memory = Memory(f"s3://{BUCKET}/store", parts=parts)
         memory.tables.erasure.erase_later = False  # the pass in line, in the forget
-        other = Memory(memory.uri, memory.embedder) if other_writer else None
+        other = Memory(memory.uri, memory.embedder, parts=parts) if other_writer else None
         rng = random.Random(seed)
         ids: list[str] = []
 

@@ -188,12 +188,11 @@ class Graphs:
     ) -> None:
         self._version = version  # the events table's latest version
         # A scope's events, with the version they were read at; and those the versions after one
-        # appended (None: read the scope again). Tests wrap both to count the reads.
+        # appended (None: read the scope again).
         self.read_scope = read
         self.read_since = since
         self._catch_up_from = catch_up_from  # a graph of fewer events is read again whole
-        # A scope's notes but those named, in one scan (Tables.scope_rows): the one read of a whole scope,
-        # which tests wrap to count the scans.
+        # A scope's notes but those named, in one scan (Search.scope_rows): the one read of a whole scope.
         self.scan_scope = scan
         self._graphs: dict[str, ScopeGraph] = {}
         self._rows: OrderedDict[str, ScopeRows | None] = OrderedDict()  # None: too big to keep

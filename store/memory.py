@@ -27,7 +27,7 @@ from .reader import ScopeReader
 from .reads import Reads
 from .recall import RetrievalSettings
 from .subjects import Subjects
-from .tables import Tables
+from .tables import REAL_PARTS, Parts, Tables
 from .writes import Writes
 
 log = logging.getLogger(__name__)
@@ -96,11 +96,12 @@ class Memory:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         settings: RetrievalSettings | None = None,
         storage_options: dict[str, str] | None = None,
+        parts: Parts = REAL_PARTS,
     ) -> None:
         self.uri = uri
-        self.tables = Tables(uri, storage_options)
+        self.tables = Tables(uri, storage_options, parts)
         events = self.tables.events
-        self.graphs = Graphs(
+        self.graphs = (parts.graphs or Graphs)(
             events.events_version,
             events.scope_events,
             self.tables.search.scope_rows,

@@ -21,12 +21,16 @@ which nothing ever shows (docs/design.md, "How it works").
 
 Callers reach each part by its name (`tables.search.notes(...)`, `tables.upkeep.compact()`); `Tables`
 itself holds the two appends that are a write (`commit_notes`, `add_events`), which the upkeep follows.
+Which class makes each part is `Parts`: the real ones, unless a test hands a subclass of one, to make a
+fault where the product has none or to watch a part's calls (tests/test_seam.py).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -42,25 +46,47 @@ from .storage.schema import EVENT_SCHEMA, EVENT_STORED, EVENTS, NOTE_STORED, NOT
 from .storage.search import Search
 from .storage.upkeep import Upkeep
 
-__all__ = ["EVENTS", "NOTES", "Hit", "ScopeRows", "Tables"]
+if TYPE_CHECKING:
+    from .graph import Graphs  # graph.py imports this module: named, not imported, here
+
+__all__ = ["EVENTS", "NOTES", "REAL_PARTS", "Hit", "Parts", "ScopeRows", "Tables"]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The class of each part of a store: those of the storage, which `Tables` composes, and of the kept
+    graphs, which `Memory` composes. The real ones by default; a test that needs a fault, or to count a
+    part's calls, hands a subclass of one (`Parts(handles=CutAfterEvents)`) to `Tables` or `Memory`."""
+
+    handles: type[Handles] = Handles
+    indexes: type[Indexes] = Indexes
+    search: type[Search] = Search
+    events: type[EventReads] = EventReads
+    compaction: type[Compaction] = Compaction
+    erasure: type[Erasure] = Erasure
+    upkeep: type[Upkeep] = Upkeep
+    graphs: type[Graphs] | None = None  # None: graph.Graphs, which this module cannot import (above)
+
+
+REAL_PARTS = Parts()  # what a store is made of unless a test hands other parts
 
 
 class Tables:
     """The two tables of one store, opened lazily (importing lancedb takes about a second): the parts of
     the storage package, composed here and nowhere else (module docstring)."""
 
-    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None, parts: Parts = REAL_PARTS) -> None:
         self.uri = uri
         location = Location.of(uri)  # what differs between a directory and a bucket, asked there
         location.check()
-        self.indexes = Indexes()
-        self.handles = Handles(uri, location, self.indexes, storage_options)
-        self.search = Search(self.handles)
-        self.events = EventReads(self.handles)
-        self.compaction = Compaction(self.handles, self.indexes)
+        self.indexes = parts.indexes()
+        self.handles = parts.handles(uri, location, self.indexes, storage_options)
+        self.search = parts.search(self.handles)
+        self.events = parts.events(self.handles)
+        self.compaction = parts.compaction(self.handles, self.indexes)
         passes = threading.Lock()  # one pass of upkeep or erasure at a time in this process
-        self.erasure = Erasure(self.handles, self.compaction, passes)
-        self.upkeep = Upkeep(self.handles, self.compaction, self.erasure, passes)
+        self.erasure = parts.erasure(self.handles, self.compaction, passes)
+        self.upkeep = parts.upkeep(self.handles, self.compaction, self.erasure, passes)
 
     def add_notes(
         self, notes: Sequence[tuple[Note, Sequence[float], bool]], model: str, events: Sequence[Event] = ()

@@ -15,10 +15,15 @@ The rule, read from the source with `ast` (no import, no process):
 
 The seam is a list, not a spelling: a public name below `Memory` is as much the engine's inside as a
 private one. What tests/, bench/ and server/ reach through an object of the storage (`x.tables.…`, a
-`Tables` of their own, `x.graphs.…`) must be named in SEAM, part by part, each group with why; and what
-they patch there (`monkeypatch.setattr(x.tables.handles, "append_rows", …)`, or on the class) must be
-named in FAULTS, the places where a test injects a fault. Anything else fails, renamed or not. Memory's own
-methods, `memory.upkeep` (what benches drive) and `memory.uri` are the front door and need no entry.
+`Tables` of their own, `x.graphs.…`) must be named in SEAM, part by part, each group with why. Anything
+else fails, renamed or not. Memory's own methods, `memory.upkeep` (what benches drive) and `memory.uri`
+are the front door and need no entry.
+
+No part of the engine is patched (`monkeypatch.setattr(x.tables.handles, "append_rows", …)`, on `memory.upkeep`
+or on the class): a test that needs a fault, or to count a part's calls, hands `Tables` or `Memory` a
+subclass of the part's class (`Memory(db, embedder, parts=Parts(handles=CutAfterEvents))`, tables.py), and
+the subclass overrides only what the part defines, so a renamed method fails here rather than leaving a
+fault that never fires.
 """
 
 from __future__ import annotations
@@ -172,6 +177,8 @@ def test_tests_and_benches_use_only_the_engines_public_names() -> None:
 # What may be reached below Memory, by part (`tables` is the storage's composition, tables.py). Each
 # entry is a use that has no front-door equivalent.
 SEAM: dict[str, frozenset[str]] = {
+    # the parts a test may hand a subclass of (tables.Parts), to make a fault or count calls: injected, not patched
+    "Parts": frozenset({"handles", "indexes", "search", "events", "compaction", "erasure", "upkeep", "graphs"}),
     # the parts themselves, and the raw appends scale.py and the duplicate-row tests write with
     "tables": frozenset(
         {"uri", "handles", "search", "events", "erasure", "indexes", "compaction", "upkeep", "add_notes", "add_events"}
@@ -186,17 +193,12 @@ SEAM: dict[str, frozenset[str]] = {
             "refresh",
             "db",
             "open_or_create",
-            "location",
-            "committed_before",
-            "append_rows",
-            "check_model",
         }
     ),
     # the searches as the engine runs them: ANN recall@k (benches), what a read finds by id
     "search": frozenset(
         {
             "notes",
-            "notes_with_vectors",
             "vectors",
             "vector_search",
             "text_search",
@@ -208,30 +210,19 @@ SEAM: dict[str, frozenset[str]] = {
         }
     ),
     "events": frozenset({"events_version", "scope_events", "events_since", "tombstone"}),
-    # erasure tests: which notes a pass finished, and erasing in line or on the thread
-    "erasure": frozenset({"erased", "unerased", "erase_later", "erase_soon", "erase_forgotten", "erasure_pass"}),
+    # erasure tests: which notes a pass finished, and erasing in line or on a thread (as on a bucket)
+    "erasure": frozenset({"erased", "unerased", "erase_later"}),
     "indexes": frozenset({"vector_index_shape", "ensure_indexes"}),
-    "compaction": frozenset({"fragments", "tidy", "clean_versions"}),
-    "upkeep": frozenset({"compact", "compact_if_due", "upkeep_due", "finish_upkeep", "after_write"}),
+    "compaction": frozenset({"fragments", "clean_versions"}),
+    "upkeep": frozenset({"compact", "upkeep_due", "finish_upkeep", "after_write"}),
     # the kept graphs: tests that read a scope's graph as a reader holds it, and drop it to read afresh
-    "graphs": frozenset({"drop_all", "get", "get_with_version", "notes", "scan_scope", "read_since", "read_scope"}),
+    "graphs": frozenset({"drop_all", "get", "notes"}),
 }
-# Where tests inject a fault (patched on the part's object or its class): the step at which a write is cut
-# or held (append_rows), the reads a race must see, the upkeep and erasure steps a test holds back.
-FAULTS: dict[str, frozenset[str]] = {
-    "tables": frozenset({"add_notes"}),
-    "handles": frozenset({"append_rows", "scan", "location", "check_model", "committed_before", "upkeep_lock"}),
-    "search": frozenset({"text_search", "notes_with_vectors", "vectors"}),
-    "erasure": frozenset({"erase_later", "erase_soon", "erase_forgotten", "erasure_pass"}),
-    "compaction": frozenset({"tidy", "clean_versions"}),
-    "upkeep": frozenset({"compact_if_due", "upkeep_due", "after_write"}),
-    # a graph read the test counts or holds, to see a reader catch up rather than read the scope again
-    "graphs": frozenset({"scan_scope", "get_with_version", "read_scope", "read_since"}),
-}
-# A class of the storage patched whole, by the part it is
+# The class of each part of the storage, by the part it makes
 _CLASSES = {"Tables": "tables", "Handles": "handles", "Search": "search", "EventReads": "events",
             "Erasure": "erasure", "Indexes": "indexes", "Compaction": "compaction", "Upkeep": "upkeep",
             "Graphs": "graphs"}  # fmt: skip
+_PARTS = set(_CLASSES.values())
 _ROOTS = {"tables", "graphs"}  # an attribute (`memory.tables`) or a name (`tables = Tables(db)`) of the storage
 
 
@@ -266,26 +257,70 @@ def _below(names: list[str]) -> list[tuple[str, str]]:
 
 
 def _patched(node: ast.Call) -> tuple[str, str] | None:
-    """(part, name) a `setattr(obj, "name", …)` patches, if obj is a part of the storage or its class."""
-    if _called(node.func) != "setattr" or len(node.args) < 2 or not isinstance(node.args[1], ast.Constant):
+    """(part, name) a patch replaces, if it patches a part of the storage or its class: `setattr(obj, "name",
+    …)` (monkeypatch's too), `patch.object(obj, "name")`, or a dotted target (`setattr("….Handles.scan", …)`)."""
+    if _called(node.func) not in {"setattr", "object", "patch"} or not node.args:
         return None
-    target = _chain(node.args[0])
+    if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):  # a dotted target
+        *target, name = node.args[0].value.split(".")
+        classes = [_CLASSES[n] for n in target if n in _CLASSES]
+        return (classes[-1], name) if classes else None
+    if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant):
+        return None
+    target, name = _chain(node.args[0]), str(node.args[1].value)
     if len(target) == 1 and target[0] in _CLASSES:
-        return _CLASSES[target[0]], str(node.args[1].value)
-    steps = _below([*target, str(node.args[1].value)])
-    return steps[-1] if steps else None
+        return _CLASSES[target[0]], name
+    parts = [n for i, n in enumerate(target) if n in _PARTS and (i > 0 or n in _ROOTS)]  # `memory.upkeep` too
+    return (parts[-1], name) if parts else None
 
 
-def outside_the_seam(source: str) -> list[tuple[int, str]]:
-    """(line, what) for each reach below Memory that SEAM does not list, and each patch FAULTS does not.
-    A chain is read whole, from its outermost attribute (`a.tables.handles.view`, not its `a.tables`)."""
+def _defined_by_class() -> dict[str, set[str]]:
+    """The methods each class of the storage defines (store/), by the class's name."""
+    methods: dict[str, set[str]] = {}
+    for path in _sources("store"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and node.name in _CLASSES:
+                methods.setdefault(node.name, set()).update(
+                    f.name for f in node.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                )
+    return methods
+
+
+def _overrides(tree: ast.AST, engine: dict[str, set[str]]) -> Iterator[tuple[int, str]]:
+    """(line, what) for each method a subclass of a part's class (`class Cut(Handles)`) defines that the part
+    does not: an override of nothing, whose fault would never fire."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for named in {_chain(base)[-1] for base in node.bases if _chain(base)} & _CLASSES.keys():
+            yield from (
+                (method.lineno, f"{node.name} overrides {_CLASSES[named]}.{method.name}, not {named}'s")
+                for method in node.body
+                if isinstance(method, ast.FunctionDef)
+                and not (method.name.startswith("__") and method.name.endswith("__"))
+                and method.name not in engine.get(named, set())
+            )
+
+
+def _handed(node: ast.Call) -> Iterator[str]:
+    """The parts a `Parts(…)` call hands."""
+    if _chain(node.func)[-1:] == ["Parts"]:
+        yield from (keyword.arg or "**" for keyword in node.keywords)
+
+
+def outside_the_seam(source: str, engine: dict[str, set[str]] | None = None) -> list[tuple[int, str]]:
+    """(line, what) for each reach below Memory that SEAM does not list, each patch of a part of the storage,
+    each part handed in `Parts` that SEAM does not list, and each override of a method that the part's class
+    does not define (`engine`, the methods of each; read from store/ if not given). A chain is read whole,
+    from its outermost attribute (`a.tables.handles.view`, not its `a.tables`)."""
     tree = ast.parse(source)
     inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    found = set()
+    found = set(_overrides(tree, _defined_by_class() if engine is None else engine))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (patch := _patched(node)) is not None:
-            if patch[1] not in FAULTS.get(patch[0], frozenset()):
-                found.add((node.lineno, f"patches {patch[0]}.{patch[1]}"))
+            found.add((node.lineno, f"patches {patch[0]}.{patch[1]}"))
+        elif isinstance(node, ast.Call):
+            found |= {(node.lineno, f"Parts({part}=…)") for part in _handed(node) if part not in SEAM["Parts"]}
         elif isinstance(node, ast.Attribute) and id(node) not in inner:
             found |= {
                 (node.lineno, f"{part}.{name}")
@@ -296,12 +331,13 @@ def outside_the_seam(source: str) -> list[tuple[int, str]]:
 
 
 def seam_reached() -> list[str]:
-    """Every place in tests/, bench/ and server/ that reaches below Memory outside SEAM or FAULTS."""
+    """Every place in tests/, bench/ and server/ that reaches below Memory outside SEAM, or patches the engine."""
+    engine = _defined_by_class()
     return [
         f"{path.relative_to(ROOT)}:{line}: {what}"
         for path in _sources("tests", "bench", "server")
         if path.name != "test_seam.py"
-        for line, what in outside_the_seam(path.read_text())
+        for line, what in outside_the_seam(path.read_text(), engine)
     ]
 
 
@@ -314,25 +350,46 @@ def test_the_seam_rule_sees_a_public_name_outside_the_list_renamed_or_not() -> N
         "tables.handles.scan(t, None)\n"  # listed, through a Tables of one's own
         "reader.graphs.kept\n"
         "memory.recall('q')\n"  # the front door
-        "monkeypatch.setattr(memory.tables.handles, 'append_rows', cut)\n"  # a listed fault
+        "monkeypatch.setattr(memory.tables.handles, 'append_rows', cut)\n"  # a fault: injected now, not patched
         "monkeypatch.setattr(memory.tables.handles, 'refresh', cut)\n"
         "monkeypatch.setattr(Handles, '_append', cut)\n"
+        "monkeypatch.setattr(memory.upkeep, 'upkeep_due', slow)\n"  # the front door's upkeep is a part too
+        "monkeypatch.setattr(memory.embedder, 'embed', failing)\n"  # not a part of the storage
+        "monkeypatch.setattr(limits, 'VECTOR_INDEX_AT', 100)\n"  # a setting
+        "mock.patch.object(tables.search, 'vectors')\n"
+        "monkeypatch.setattr('corrigenda.store.storage.erasure.Erasure.erase_soon', stop)\n"
+        "Memory(db, embedder, parts=Parts(handles=CutAfterEvents, tables=Mine))\n"  # Tables is not handed
+        "class CutAfterEvents(Handles):\n"
+        "    def __init__(self, *args): super().__init__(*args)\n"
+        "    def append_rows(self, table, rows): raise Cut()\n"  # the part defines it: an override
+        "    def append_row(self, table, rows): raise Cut()\n"  # it does not: a fault that never fires
+        "class Held(graph.Graphs):\n"
+        "    def get_with_versions(self, scope): pass\n"
     )
-    assert [what for _, what in outside_the_seam(source)] == [
+    engine = {"Handles": {"append_rows", "refresh"}, "Graphs": {"get_with_version"}}
+    assert [what for _, what in outside_the_seam(source, engine)] == [
         "handles.viewed",
         "tables.view",
         "search.nearest",
         "graphs.kept",
+        "patches handles.append_rows",
         "patches handles.refresh",
         "patches handles._append",
+        "patches upkeep.upkeep_due",
+        "patches search.vectors",
+        "patches erasure.erase_soon",
+        "Parts(tables=…)",
+        "CutAfterEvents overrides handles.append_row, not Handles's",
+        "Held overrides graphs.get_with_versions, not Graphs's",
     ]
 
 
 def test_tests_benches_and_the_server_reach_below_memory_only_through_the_seam() -> None:
     places = seam_reached()
     assert not places, (
-        f"{len(places)} place(s) reach below Memory outside tests/test_seam.py's SEAM or FAULTS:\n  "
+        f"{len(places)} place(s) reach below Memory outside tests/test_seam.py's SEAM, or patch the engine:\n  "
         + "\n  ".join(places)
         + "\nUse Memory's methods (memory.upkeep for upkeep, memory.uri); if a test truly needs a part of the "
-        "storage, add it to SEAM (or FAULTS, for a patch) with why."
+        "storage, add it to SEAM with why. For a fault, hand Tables or Memory a subclass of the part in "
+        "Parts (tables.py) that overrides a method the part defines, instead of patching it."
     )

@@ -47,7 +47,7 @@ from corrigenda.store.storage import schema as layout
 from corrigenda.store.storage.handles import Handles
 from corrigenda.store.storage.lease import Lease
 from corrigenda.store.storage.limits import SCALAR_INDEXES
-from corrigenda.store.tables import Tables
+from corrigenda.store.tables import Parts, Tables
 from filelock import Timeout
 from mcp import Client
 from pydantic import ValidationError
@@ -255,25 +255,22 @@ def _assert_each_note_once(tables: Tables, acknowledged: list[str]) -> None:
     assert {tuple(index.columns) for index in events.list_indices()} >= {(c,) for c in SCALAR_INDEXES["events"]}
 
 
-def test_a_write_that_a_late_second_creation_of_the_table_overwrote_is_written_again(
-    db: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_write_that_a_late_second_creation_of_the_table_overwrote_is_written_again(db: str) -> None:
     """What the race above can do at its worst, made certain: another process's creation of the
     table lands as an overwrite just after this process's first append to it."""
     import lancedb
 
     other = lancedb.connect(db)
-    real_add = Handles.append_rows
     overwrites: list[int] = []
 
-    def add_then_overwritten(self: Handles, table: Any, rows: Any) -> int:
-        version = real_add(self, table, rows)
-        if table.name == "notes" and not overwrites:
-            overwrites.append(other.create_table("notes", schema=table.schema, mode="overwrite").version)
-        return version
+    class ThenOverwritten(Handles):
+        def append_rows(self, table: Any, rows: Any) -> int:
+            version = super().append_rows(table, rows)
+            if table.name == "notes" and not overwrites:
+                overwrites.append(other.create_table("notes", schema=table.schema, mode="overwrite").version)
+            return version
 
-    monkeypatch.setattr(Handles, "append_rows", add_then_overwritten)
-    tables = Tables(db)
+    tables = Tables(db, parts=Parts(handles=ThenOverwritten))
     note = Note(id=new_note_id(), text="written once, overwritten, written again", scope="default", kind="fact",
                 recorded_at=datetime.now(UTC))  # fmt: skip
     tables.add_notes([(note, [0.1] * 8, True)], "a-model")
@@ -368,44 +365,40 @@ def test_a_write_that_loses_its_commit_race_is_committed_again_at_once_and_fails
     assert "The deploy window opens at 09:00" in heads and "The deploy window closes at 17:00" not in heads
 
 
-def _locks_taken(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The waits of every take of the lock of upkeep from now on (`Handles.upkeep_lock`)."""
-    taken: list[float] = []
-    real = Handles.upkeep_lock
+def _locks_taken(taken: list[float]) -> Parts:
+    """Parts whose handles name in `taken` the wait of every take of the lock of upkeep (`Handles.upkeep_lock`)."""
 
-    def recorded(self: Handles, wait: float) -> Any:
-        taken.append(wait)
-        return real(self, wait)
+    class Recorded(Handles):
+        def upkeep_lock(self, wait: float) -> Any:
+            taken.append(wait)
+            return super().upkeep_lock(wait)
 
-    monkeypatch.setattr(Handles, "upkeep_lock", recorded)
-    return taken
+    return Parts(handles=Recorded)
 
 
-def test_a_new_store_gets_both_tables_and_every_index_in_one_hold_of_the_lock(
-    db: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_new_store_gets_both_tables_and_every_index_in_one_hold_of_the_lock(db: str) -> None:
     """The first write makes the events and notes tables and their indexes while it holds the lock
     of upkeep, so servers starting together wait for one another instead of racing to index."""
-    taken = _locks_taken(monkeypatch)
-    tables = Tables(db)
+    taken: list[float] = []
+    tables = Tables(db, parts=_locks_taken(taken))
     note = Note(id=new_note_id(), text="the first note of a new store", scope="default", kind="fact",
                 recorded_at=datetime.now(UTC))  # fmt: skip
     tables.add_notes([(note, [0.1] * 8, True)], "a-model")
     assert taken == [limits.CREATE_WAIT]
-    opened = Tables(db)
+    opened = Tables(db, parts=_locks_taken(taken))
     for name, table in ((layout.NOTES, opened.handles.notes_table()), (layout.EVENTS, opened.handles.events_table())):
         assert table is not None and indexes.indexed_columns(table) == set(indexes.wanted_indexes(name))
     assert taken == [limits.CREATE_WAIT]  # all there: opening them took no lock
 
 
-def test_a_table_found_without_its_indexes_gets_them_under_the_lock(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_table_found_without_its_indexes_gets_them_under_the_lock(db: str) -> None:
     """Another process made the table and has not indexed it yet (or crashed first): the indexes are
     made under the lock, where that process makes them, not beside it."""
     import lancedb
 
     lancedb.connect(db).create_table(layout.EVENTS, schema=layout.EVENT_SCHEMA)
-    taken = _locks_taken(monkeypatch)
-    events = Tables(db).handles.events_table()
+    taken: list[float] = []
+    events = Tables(db, parts=_locks_taken(taken)).handles.events_table()
     assert taken == [limits.CREATE_WAIT]
     assert indexes.indexed_columns(events) == set(indexes.wanted_indexes(layout.EVENTS))
 

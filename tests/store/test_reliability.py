@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,10 @@ from corrigenda.store.storage import limits
 from corrigenda.store.storage.compaction import Compaction
 from corrigenda.store.storage.erasure import Erasure
 from corrigenda.store.storage.handles import Handles
-from corrigenda.store.tables import EVENTS, NOTES, ScopeRows, Tables
+from corrigenda.store.storage.indexes import Indexes
+from corrigenda.store.storage.search import Search
+from corrigenda.store.storage.upkeep import Upkeep
+from corrigenda.store.tables import EVENTS, NOTES, Parts, ScopeRows, Tables
 from lance import LanceDataset
 from lance.file import LanceFileReader
 from lancedb.table import LanceTable, Table
@@ -39,27 +43,30 @@ class Cut(Exception):
     """The injected failure: the process died here."""
 
 
-def fail_second_append(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make the second table append from now on fail, whichever table it goes to."""
+def second_append_cut(appended: list[str], cutting: threading.Event) -> Parts:
+    """Parts whose second table append while `cutting` is set fails, whichever table it goes to; `appended`
+    names the table of each append tried meanwhile."""
+
+    class CutAtTheSecond(Handles):
+        def append_rows(self, table: Table, rows: pa.Table) -> int:
+            if cutting.is_set():
+                appended.append(table.name)
+                if len(appended) == 2:
+                    raise Cut(f"killed before appending to {table.name}")
+            return super().append_rows(table, rows)
+
+    return Parts(handles=CutAtTheSecond)
+
+
+def test_a_correction_cut_between_its_appends_leaves_no_trace(db: str, embedder: SentenceTransformerEmbedder) -> None:
     appended: list[str] = []
-    real = Handles.append_rows
-
-    def add(self: Handles, table: LanceTable, rows: pa.Table) -> int:
-        appended.append(table.name)
-        if len(appended) == 2:
-            raise Cut(f"killed before appending to {table.name}")
-        return real(self, table, rows)
-
-    monkeypatch.setattr(Handles, "append_rows", add)
-    return appended
-
-
-def test_a_correction_cut_between_its_appends_leaves_no_trace(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    cutting = threading.Event()
+    memory = Memory(db, embedder, parts=second_append_cut(appended, cutting))
     old = memory.remember(Draft(text="The service listens on port 8080")).note
-    appended = fail_second_append(monkeypatch)
+    cutting.set()
     with pytest.raises(Cut):
         memory.correct(old.id, Draft(text="The service listens on port 9090"), reason="moved")
-    monkeypatch.undo()
+    cutting.clear()
     assert appended == [EVENTS, NOTES]  # the edge first; the note, its commit point, never landed
     for reader in (memory, Memory(memory.uri, memory.embedder)):  # this process and a fresh one
         chains = reader.recall("which port does the service listen on?").chains
@@ -69,13 +76,15 @@ def test_a_correction_cut_between_its_appends_leaves_no_trace(memory: Memory, mo
 
 
 def test_a_remember_with_edges_cut_between_its_appends_leaves_no_trace(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
+    cutting = threading.Event()
+    memory = Memory(db, embedder, parts=second_append_cut([], cutting))
     base = memory.remember(Draft(text="Deploys need approval from the release manager")).note
-    fail_second_append(monkeypatch)
+    cutting.set()
     with pytest.raises(Cut):
         memory.remember(Draft(text="Deploys on Fridays need two approvals"), depends_on=[base.id])
-    monkeypatch.undo()
+    cutting.clear()
     assert memory.stats()["notes"] == 1
     assert memory.history(base.id).chain.heads[0].id == base.id
 
@@ -172,18 +181,23 @@ def test_forget_erases_the_text_and_vector_from_every_file(
 
 
 def test_an_interrupted_forget_hides_the_note_at_once_and_a_retry_finishes_it(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
+    killing = threading.Event()
+
+    class Killed(Erasure):
+        def erase_forgotten(self, wait: float = limits.ERASE_WAIT, events: Collection[str] = ()) -> list[str]:
+            if killing.is_set():
+                raise Cut("killed after the tombstone, before the erasure")
+            return super().erase_forgotten(wait, events)
+
+    memory = Memory(db, embedder, parts=Parts(erasure=Killed))
     old = memory.remember(Draft(text="The on-call phone is 555-0199")).note
     new = memory.correct(old.id, Draft(text="The on-call phone is 555-0142"), reason="new rota").note
-
-    def killed(self: Tables, wait: float = 0) -> list[str]:
-        raise Cut("killed after the tombstone, before the erasure")
-
-    monkeypatch.setattr(Erasure, "erase_forgotten", killed)
+    killing.set()
     with pytest.raises(Cut):
         memory.forget(new.id, reason="the user asked")
-    monkeypatch.undo()
+    killing.clear()
     fresh = Memory(memory.uri, memory.embedder)  # another process, reading the store as it is
     for reader in (memory, fresh):
         chains = reader.recall("on-call phone number").chains
@@ -224,47 +238,53 @@ def test_a_forget_cut_after_its_delete_is_finished_by_the_retry(
 
 
 def test_a_forget_that_erases_later_answers_once_the_note_is_gone_and_erases_on_a_thread(
-    memory: Memory,
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     """On object storage (here a directory set to behave so) `forget` answers at its tombstone: the
     note is gone for every reader then, and the text is off every file once the thread's pass ends."""
+    started = threading.Event()
+    release = threading.Event()
+
+    class HeldBack(Erasure):  # the thread's pass waits until the checks below are done
+        def erasure_pass(self, tables: Mapping[str, Table], events: Collection[str] = ()) -> list[str]:
+            started.set()
+            release.wait(30)
+            return super().erasure_pass(tables, events)
+
+    memory = Memory(db, embedder, parts=Parts(erasure=HeldBack))
     memory.tables.erasure.erase_later = True
     old = memory.remember(Draft(text="The vault's night code is 4471")).note
     secret = memory.correct(old.id, Draft(text="The vault's night code is osprey-9023"), reason="rotated").note
-    started = threading.Event()
-    release = threading.Event()
-    real = Erasure.erasure_pass
-
-    def held_back(self: Erasure, *args: Any) -> list[str]:  # the thread's pass waits until the checks below are done
-        started.set()
-        release.wait(30)
-        return real(self, *args)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Erasure, "erasure_pass", held_back)
-        done = memory.forget(secret.id, reason="the user asked")
-        assert done.changed and done.erasure == "pending" and len(done.events_removed) == 1  # the supersedes edge
-        assert started.wait(30)
-        for reader in (memory, Memory(memory.uri, memory.embedder)):
-            with pytest.raises(NotFound):
-                reader.history(secret.id)
-            assert [h.id for c in reader.recall("vault night code").chains for h in c.heads] == [old.id]
-        assert b"osprey-9023" in file_bytes(memory.uri)  # not erased yet: the pass is held back
-        assert memory.forget(secret.id, reason="asked again").erasure == "pending"
-        release.set()
-        assert memory.finish_upkeep(60)
+    done = memory.forget(secret.id, reason="the user asked")
+    assert done.changed and done.erasure == "pending" and len(done.events_removed) == 1  # the supersedes edge
+    assert started.wait(30)
+    for reader in (memory, Memory(memory.uri, memory.embedder)):
+        with pytest.raises(NotFound):
+            reader.history(secret.id)
+        assert [h.id for c in reader.recall("vault night code").chains for h in c.heads] == [old.id]
+    assert b"osprey-9023" in file_bytes(memory.uri)  # not erased yet: the pass is held back
+    assert memory.forget(secret.id, reason="asked again").erasure == "pending"
+    release.set()
+    assert memory.finish_upkeep(60)
     assert b"osprey-9023" not in file_bytes(memory.uri)
     again = memory.forget(secret.id, reason="asked a third time")
     assert not again.changed and again.erasure == "done" and again.events_removed == []
 
 
+class StopsBeforeErasing(Erasure):
+    """The erasure of a process that stops before its thread erases what it forgot."""
+
+    def erase_soon(self) -> None:
+        pass
+
+
 def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     """Forgets whose process stopped before its thread erased them are erased by the next upkeep of any
     process, all three in one pass: one rewrite of each table, and one erasure mark each."""
+    memory = Memory(db, embedder, parts=Parts(erasure=StopsBeforeErasing))
     memory.tables.erasure.erase_later = True
-    monkeypatch.setattr(Erasure, "erase_soon", lambda self: None)  # the process stops before its thread runs
     secrets = [
         memory.remember(Draft(text=f"Badge {word} opens the archive")).note for word in ("heron", "marten", "vole")
     ]
@@ -272,16 +292,14 @@ def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
     for note in secrets:
         assert memory.forget(note.id, reason="the user asked").erasure == "pending"
     assert memory.tables.erasure.unerased() == sorted(n.id for n in secrets)
-    monkeypatch.undo()
     tidied: list[tuple[str, bool]] = []
-    real = Compaction.tidy
 
-    def counted(self: Compaction, name: str, table: Any, keep: Any, erasing: bool = False) -> None:
-        tidied.append((name, erasing))
-        real(self, name, table, keep, erasing)
+    class Counted(Compaction):
+        def tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
+            tidied.append((name, erasing))
+            super().tidy(name, table, keep_versions_for, erasing)
 
-    monkeypatch.setattr(Compaction, "tidy", counted)
-    other = Memory(memory.uri, memory.embedder)  # another process's upkeep
+    other = Memory(memory.uri, memory.embedder, parts=Parts(compaction=Counted))  # another process's upkeep
     assert other.upkeep.compact()
     assert sorted(t for t in tidied if t[1]) == [(EVENTS, True), (NOTES, True)]  # one pass for the three
     stored = file_bytes(memory.uri)
@@ -294,26 +312,31 @@ def test_one_erasure_pass_erases_every_note_a_stopped_process_forgot(
 
 @pytest.mark.parametrize("landed", [False, True])
 def test_a_write_whose_base_version_another_process_removed_is_written_once(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch, landed: bool
+    db: str, embedder: SentenceTransformerEmbedder, landed: bool
 ) -> None:
     """An erasure pass elsewhere keeps only the latest version, so a write made on an older one can
     fail as Lance reads that version's manifest: it is written again on the latest, once (and not
     again if, against expectation, the first try landed)."""
-    old = memory.remember(Draft(text="The release train leaves on Tuesdays")).note
     tries: list[str] = []
-    real = Handles.append_rows
+    removed = threading.Event()  # from when it is set, the first append meets a removed version
 
-    def add(self: Handles, table: LanceTable, rows: pa.Table) -> int:
-        tries.append(table.name)
-        if len(tries) == 1:
-            if landed:
-                real(self, table, rows)
-            raise RuntimeError(f"lance error: Not found: {table.name}.lance/_versions/18446744073709551595.manifest")
-        return real(self, table, rows)
+    class VersionRemoved(Handles):
+        def append_rows(self, table: Table, rows: pa.Table) -> int:
+            if removed.is_set():
+                tries.append(table.name)
+                if len(tries) == 1:
+                    if landed:
+                        super().append_rows(table, rows)
+                    raise RuntimeError(
+                        f"lance error: Not found: {table.name}.lance/_versions/18446744073709551595.manifest"
+                    )
+            return super().append_rows(table, rows)
 
-    monkeypatch.setattr(Handles, "append_rows", add)
+    memory = Memory(db, embedder, parts=Parts(handles=VersionRemoved))
+    old = memory.remember(Draft(text="The release train leaves on Tuesdays")).note
+    removed.set()
     new = memory.correct(old.id, Draft(text="The release train leaves on Wednesdays"), reason="moved").note
-    monkeypatch.undo()
+    removed.clear()
     assert tries == [EVENTS, NOTES] if landed else [EVENTS, EVENTS, NOTES]
     events = memory.tables.handles.scan(memory.tables.handles.events_table(), ["id", "src"])
     assert events["src"].to_pylist().count(new.id) == 1  # the supersedes edge, once
@@ -355,31 +378,33 @@ def test_a_catch_up_that_ends_late_on_another_thread_never_moves_a_view_back(
     assert written.id in memory.tables.search.notes([written.id])  # read with no refresh, as within the call
 
 
-def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(memory: Memory) -> None:
+def test_a_stopping_process_waits_for_its_compaction_and_starts_none_after(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
     """A process that stopped mid-compaction would leave the upkeep lease of a bucket taken (for
     lease.LEASE_FOR), and every other process's erasures would wait that long: finish_upkeep, which a
     server calls as it stops, waits for the compaction and lets no other start."""
+    holding, started, release = threading.Event(), threading.Event(), threading.Event()
+
+    class HeldBack(Compaction):
+        def tidy(self, name: str, table: Table, keep_versions_for: timedelta, erasing: bool = False) -> None:
+            if holding.is_set():
+                started.set()
+                release.wait(30)
+            super().tidy(name, table, keep_versions_for, erasing)
+
+    memory = Memory(db, embedder, parts=Parts(compaction=HeldBack))
     memory.remember(Draft(text="The staging cluster lives in eu-west-1"))
-    started = threading.Event()
-    release = threading.Event()
-    real = Compaction.tidy
-
-    def held_back(self: Compaction, *args: Any, **kwargs: Any) -> None:
-        started.set()
-        release.wait(30)
-        real(self, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Compaction, "tidy", held_back)
-        compaction = threading.Thread(target=memory.upkeep.compact)
-        compaction.start()
-        assert started.wait(30)
-        assert memory.upkeep.finish_upkeep(0.2) is False  # still compacting
-        other = Tables(memory.uri)  # another process: the store's upkeep lock is taken
-        assert other.upkeep.compact() is False
-        release.set()
-        assert memory.upkeep.finish_upkeep(30)
-        compaction.join(30)
+    holding.set()
+    compaction = threading.Thread(target=memory.upkeep.compact)
+    compaction.start()
+    assert started.wait(30)
+    assert memory.upkeep.finish_upkeep(0.2) is False  # still compacting
+    other = Tables(memory.uri)  # another process: the store's upkeep lock is taken
+    assert other.upkeep.compact() is False
+    release.set()
+    assert memory.upkeep.finish_upkeep(30)
+    compaction.join(30)
     assert other.upkeep.compact() is True  # given back
     assert memory.upkeep.compact() is False  # this process is stopping: no compaction starts
 
@@ -439,12 +464,11 @@ def test_readers_in_other_connections_do_not_fail_while_notes_are_forgotten(
 
 
 def test_a_store_left_without_its_full_text_index_gets_it_back(db: str, embedder: SentenceTransformerEmbedder) -> None:
-    crashed = Memory(db, embedder)
+    class DiesBeforeIndexing(Indexes):
+        def ensure_indexes(self, table: Table, retype: bool = False) -> None:
+            pass
 
-    def died_before_indexing(table: Table, retype: bool = False) -> None:
-        pass
-
-    crashed.tables.indexes.ensure_indexes = died_before_indexing  # type: ignore[method-assign]
+    crashed = Memory(db, embedder, parts=Parts(indexes=DiesBeforeIndexing))
     crashed.remember(Draft(text="模型请求超时为三十秒"), scope="zh")
     assert crashed.tables.handles.notes_table().list_indices() == []  # type: ignore[union-attr]
 
@@ -476,38 +500,34 @@ def test_compaction_collects_the_files_a_crash_left_and_nothing_a_version_needs(
 
 
 def test_a_scope_is_scanned_once_later_notes_are_read_by_id_and_a_forget_elsewhere_lets_go_of_the_scan(
-    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     writer = Memory(db, embedder)
     base = writer.remember(Draft(text="The billing service runs on the shared Postgres cluster")).note
     needs = writer.remember(
         Draft(text="Invoices are retried nightly by the billing cron job"), depends_on=[base.id]
     ).note
-    reader = Memory(db, embedder)
     scans: list[ScopeRows | None] = []
     by_id: list[list[str]] = []
     vectors_read: list[str] = []
-    real_scan, real_notes, real_vectors = (
-        reader.tables.search.scope_rows,
-        reader.tables.search.notes_with_vectors,
-        reader.tables.search.vectors,
-    )
 
-    def scan(scope: str, leave_out: Any = ()) -> ScopeRows | None:
-        scans.append(real_scan(scope, leave_out))
-        return scans[-1]
+    class CountedReads(Search):
+        def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
+            scans.append(super().scope_rows(scope, leave_out))
+            return scans[-1]
 
-    def notes(ids: Any, vectors: bool = True) -> Any:
-        by_id.append(sorted(ids))
-        return real_notes(by_id[-1], vectors)
+        def notes_with_vectors(
+            self, ids: Iterable[str], vectors: bool = True
+        ) -> tuple[dict[str, Note], dict[str, np.ndarray]]:
+            by_id.append(sorted(ids))
+            return super().notes_with_vectors(by_id[-1], vectors)
 
-    def vectors(ids: Any) -> Any:
-        vectors_read.extend(ids)
-        return real_vectors(ids)
+        def vectors(self, ids: Iterable[str], addresses: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+            ids = list(ids)
+            vectors_read.extend(ids)
+            return super().vectors(ids, addresses)
 
-    monkeypatch.setattr(reader.graphs, "scan_scope", scan)
-    monkeypatch.setattr(reader.tables.search, "notes_with_vectors", notes)
-    monkeypatch.setattr(reader.tables.search, "vectors", vectors)
+    reader = Memory(db, embedder, parts=Parts(search=CountedReads))
     query = "when are invoices retried?"
     first = reader.recall(query).chains
     assert [h.id for h in first[0].heads] == [needs.id] and [p.id for p in first[0].prerequisites] == [base.id]
@@ -623,13 +643,14 @@ def test_forget_erases_the_note_from_the_full_text_and_vector_indexes(
     assert not any("zebra" in note.text for chain in recalled for note in chain.heads)
 
 
-def test_indexing_a_store_again_brings_back_no_forgotten_note(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_indexing_a_store_again_brings_back_no_forgotten_note(db: str, embedder: SentenceTransformerEmbedder) -> None:
     """A store whose full-text index has other settings than FULL_TEXT (made before they changed) is
     indexed again from the rows it has, a forgotten note's among them while its erasure waits (another
     process's, or on a bucket): the pass that erases it reaches the new index too. (An erasure pass
     that rebuilds the index makes it with the new settings.)"""
     from lancedb.index import FTS
 
+    memory = Memory(db, embedder, parts=Parts(erasure=StopsBeforeErasing))  # its erasure waits for upkeep
     memory.remember(Draft(text="my dog chased the cat"))
     waiting = memory.remember(Draft(text="The safe code is walrus-9210-onyx")).note
     notes = memory.tables.handles.notes_table()
@@ -638,8 +659,7 @@ def test_indexing_a_store_again_brings_back_no_forgotten_note(memory: Memory, mo
     notes.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)  # the settings before
     assert b"walrus" in index_terms(memory.uri) and b"dog" not in index_terms(memory.uri)
 
-    monkeypatch.setattr(memory.tables.erasure, "erase_later", True)
-    monkeypatch.setattr(memory.tables.erasure, "erase_soon", lambda: None)
+    memory.tables.erasure.erase_later = True
     assert memory.forget(waiting.id, reason="the user asked").erasure == "pending"
     assert memory.upkeep.upkeep_due()
     memory.tables.indexes.ensure_indexes(notes, retype=True)  # what upkeep does first, here before the erasure
@@ -696,7 +716,7 @@ def test_two_writers_correcting_one_note_at_once_leave_one_current_and_tell_the_
 
 @pytest.mark.parametrize("held", ["first", "second"])
 def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_their_edges_landed(
-    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch, held: str
+    db: str, embedder: SentenceTransformerEmbedder, held: str
 ) -> None:
     """A correction's note is its commit point; its edge lands first. One writer is held between its two
     appends while the other corrects the same note from start to end: the other's check reads the held
@@ -704,18 +724,25 @@ def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_t
     edge after it (`second`), and its note lands first either way. It wins; the held one, whose note lands
     last, is withdrawn and told, naming the winner. (Before corrections were ordered by their notes, both
     were told they succeeded and the chain had two current notes: bench/correction_race.py, `fresh`.)"""
-    held_writer, other = Memory(db, embedder), Memory(db, embedder)
     edge_landed, other_done = threading.Event(), threading.Event()
-    real_add = held_writer.tables.handles.append_rows
+    before_others_edge: list[Callable[[], None]] = []  # what the other writer's next edge waits for, if anything
 
-    def add(table: LanceTable, rows: pa.Table) -> int:
-        version = real_add(table, rows)
-        if table.name == EVENTS and not edge_landed.is_set():
-            edge_landed.set()
-            assert other_done.wait(timeout=60)
-        return version
+    class HeldAfterItsEdge(Handles):
+        def append_rows(self, table: Table, rows: pa.Table) -> int:
+            version = super().append_rows(table, rows)
+            if table.name == EVENTS and not edge_landed.is_set():
+                edge_landed.set()
+                assert other_done.wait(timeout=60)
+            return version
 
-    monkeypatch.setattr(held_writer.tables.handles, "append_rows", add)
+    class AfterTheHeldEdge(Handles):
+        def append_rows(self, table: Table, rows: pa.Table) -> int:
+            if table.name == EVENTS and before_others_edge:
+                before_others_edge.pop()()
+            return super().append_rows(table, rows)
+
+    held_writer = Memory(db, embedder, parts=Parts(handles=HeldAfterItsEdge))
+    other = Memory(db, embedder, parts=Parts(handles=AfterTheHeldEdge))
     for round_ in range(3):
         old = other.remember(Draft(text=f"Round {round_}: the deploy window is Tuesday")).note
         held_writer.history(old.id)  # both have read it, as running servers would have
@@ -736,19 +763,14 @@ def test_of_two_corrections_the_one_whose_note_lands_first_wins_whatever_order_t
             assert edge_landed.wait(timeout=60)
             outcomes["other"] = other.correct(old.id, Draft(text="The window is Friday"), reason="moved")
         else:  # the other writer checks first, and its edge lands after the held one
-            other_add = other.tables.handles.append_rows
 
-            def add_once_the_held_edge_landed(
-                table: LanceTable, rows: pa.Table, thread: threading.Thread = thread, real: Any = other_add
-            ) -> int:
-                if table.name == EVENTS and not thread.is_alive() and not edge_landed.is_set():
-                    thread.start()
-                    assert edge_landed.wait(timeout=60)
-                return real(table, rows)  # type: ignore[no-any-return]
+            def start_the_held_one(thread: threading.Thread = thread) -> None:
+                thread.start()
+                assert edge_landed.wait(timeout=60)
 
-            monkeypatch.setattr(other.tables.handles, "append_rows", add_once_the_held_edge_landed)
+            before_others_edge.append(start_the_held_one)
             outcomes["other"] = other.correct(old.id, Draft(text="The window is Friday"), reason="moved")
-            monkeypatch.setattr(other.tables.handles, "append_rows", other_add)
+            assert not before_others_edge  # its edge waited
         other_done.set()
         thread.join(timeout=60)
         winner = outcomes["other"].note.id
@@ -788,20 +810,23 @@ def test_a_graph_catching_up_on_one_thread_never_fails_another_thread_reading_th
 
 
 def test_a_write_nothing_raced_reads_no_earlier_version_of_the_events(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     """A write whose commit is the events table's version right after the one its check read has nothing
     to look for in between (the race tests show the look when something landed there)."""
+    looks: list[tuple[Any, ...]] = []
+
+    class Looks(Handles):
+        def committed_before(
+            self, table: Table, version: int, clause: str, columns: list[str] | None = None
+        ) -> pa.Table | None:
+            looks.append((table, version, clause, columns))
+            return super().committed_before(table, version, clause, columns)
+
+    memory = Memory(db, embedder, parts=Parts(handles=Looks))
     first = memory.remember(Draft(text="The deploy window is Tuesday")).note
     other = memory.remember(Draft(text="Deploys need a green build")).note
-    looks: list[tuple[Any, ...]] = []
-    real = memory.tables.handles.committed_before
-
-    def committed_before(*args: Any) -> Any:
-        looks.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(memory.tables.handles, "committed_before", committed_before)
+    looks.clear()  # counted from here
     second = memory.correct(first.id, Draft(text="The deploy window is Wednesday"), reason="moved").note
     memory.correct(second.id, Draft(text="The deploy window is Friday"), reason="moved again", fork=True)
     memory.link(second.id, other.id, "depends_on")
@@ -868,26 +893,25 @@ def rows_naming(uri: str, note_id: str) -> dict[str, list[dict[str, Any]]]:
 
 @pytest.mark.parametrize("write", ["correct", "reinstate"])
 def test_a_write_racing_a_forget_of_its_note_leaves_no_event_naming_it(
-    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch, write: str
+    db: str, embedder: SentenceTransformerEmbedder, write: str
 ) -> None:
     """A forget and a write naming the same note, at once, from two connections (as two server processes):
     whichever commits first, no row names the forgotten note once both answered. The write either
     committed first (its event erased by the forget) or lost: refused as for any note that is gone, with
     nothing of it left. In every other round the write waits, between its check and its append, until the
     forget has answered: the race the check cannot see, every time."""
-    forgetter, writer = Memory(db, embedder), Memory(db, embedder)
     rounds, refused = 20, 0
     forgotten = threading.Event()
     widen = threading.Event()
-    real_add = writer.tables.handles.append_rows
 
-    def add(table: LanceTable, rows: pa.Table) -> int:
-        if widen.is_set() and table.name == EVENTS:
-            widen.clear()
-            forgotten.wait(timeout=60)
-        return real_add(table, rows)
+    class Widened(Handles):
+        def append_rows(self, table: Table, rows: pa.Table) -> int:
+            if widen.is_set() and table.name == EVENTS:
+                widen.clear()
+                forgotten.wait(timeout=60)
+            return super().append_rows(table, rows)
 
-    monkeypatch.setattr(writer.tables.handles, "append_rows", add)
+    forgetter, writer = Memory(db, embedder), Memory(db, embedder, parts=Parts(handles=Widened))
     for round_ in range(rounds):
         note = forgetter.remember(Draft(text=f"Round {round_}: the office door code is 4{round_:03d}")).note
         if write == "reinstate":
@@ -944,14 +968,14 @@ def test_close_waits_for_a_thread_still_looking_whether_upkeep_is_due(memory: Me
     import could exit under it. Now `close` waits for it and says whether it finished."""
     looking, release = threading.Event(), threading.Event()
 
-    def slow_look(latest: bool = True) -> bool:
-        looking.set()
-        release.wait(10)
-        return False
+    class SlowLook(Upkeep):
+        def upkeep_due(self, latest: bool = True) -> bool:
+            looking.set()
+            release.wait(10)
+            return False
 
     monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)  # read when a store is opened: the one below
-    memory = Memory(memory.uri, memory.embedder)
-    monkeypatch.setattr(memory.upkeep, "upkeep_due", slow_look)
+    memory = Memory(memory.uri, memory.embedder, parts=Parts(upkeep=SlowLook))
     memory.remember(Draft(text="the build cache lives in /var/cache/ci"), scope="ops")
     assert looking.wait(10)
     assert memory.close(timeout=0.5) is False  # still looking: not finished, and it says so

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,9 +28,14 @@ from corrigenda.store.model import Event, EventKind, Note
 from corrigenda.store.recall import RetrievalSettings
 from corrigenda.store.storage import limits
 from corrigenda.store.storage import schema as layout
+from corrigenda.store.storage.events import EventReads
+from corrigenda.store.storage.handles import Handles
+from corrigenda.store.storage.indexes import Indexes
 from corrigenda.store.storage.limits import COMPACT_AT_FRAGMENTS
 from corrigenda.store.storage.location import Bucket, Location
-from corrigenda.store.tables import Tables
+from corrigenda.store.storage.search import Search
+from corrigenda.store.storage.upkeep import Upkeep
+from corrigenda.store.tables import Parts, ScopeRows, Tables
 from corrigenda.store.tokens import estimate_tokens
 from filelock import FileLock
 from hypothesis import given
@@ -70,19 +75,18 @@ def test_a_burst_of_writes_starts_one_look_at_upkeep_at_a_time(db: str, monkeypa
     """Writes while a look (or its compaction) is under way start none beside it, so none queue up to
     compact again after the burst; the first write after it ends looks again."""
     monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)
-    tables = Tables(db)  # reads the limit when made
     held, started, running, most = threading.Event(), [], [0], [0]
-    looked = tables.upkeep.compact_if_due
 
-    def look() -> bool:
-        started.append(threading.current_thread())
-        running[0] += 1
-        most[0] = max(most[0], running[0])
-        held.wait(30)
-        running[0] -= 1
-        return looked()
+    class HeldLook(Upkeep):
+        def compact_if_due(self) -> bool:
+            started.append(threading.current_thread())
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            held.wait(30)
+            running[0] -= 1
+            return super().compact_if_due()
 
-    monkeypatch.setattr(tables.upkeep, "compact_if_due", look)
+    tables = Tables(db, parts=Parts(upkeep=HeldLook))  # reads the limit when made
     src, dst = new_note_id(), new_note_id()
 
     def write() -> None:
@@ -152,8 +156,16 @@ def test_a_recall_after_another_servers_correction_reads_what_its_older_scan_doe
 
 
 def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_moves_them(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
+    lookups: list[str | None] = []
+
+    class CountedScans(Handles):
+        def scan(self, table: Table, columns: list[str] | None, clause: str | None = None, **search: Any) -> pa.Table:
+            lookups.append(clause)
+            return super().scan(table, columns, clause, **search)
+
+    memory = Memory(db, embedder, parts=Parts(handles=CountedScans))
     ids = [memory.remember(Draft(text=f"Host {i} runs the {t}")).note.id for i, t in enumerate(["VPN", "wiki", "CI"])]
     rows = memory.tables.search.scope_rows("default")
     assert rows is not None
@@ -161,14 +173,6 @@ def test_vectors_are_read_where_the_scopes_scan_found_them_until_compaction_move
     assert set(addresses) == set(ids) and len(set(addresses.values())) == 3  # three writes, three fragments
     by_id = memory.tables.search.vectors(ids)
     assert set(by_id) == set(ids)
-    lookups: list[str | None] = []
-    scan = memory.tables.handles.scan
-
-    def counted_scan(*args: Any, **kwargs: Any) -> Any:
-        lookups.append(args[2])
-        return scan(*args, **kwargs)
-
-    monkeypatch.setattr(memory.tables.handles, "scan", counted_scan)
 
     def read(located: dict[str, int]) -> dict[str, np.ndarray]:
         lookups.clear()
@@ -321,28 +325,34 @@ class _WaitingEmbedder:
         return self.model.readable(text)
 
 
-def test_a_write_reads_while_its_note_is_embedded(
-    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_write_reads_while_its_note_is_embedded(db: str, embedder: SentenceTransformerEmbedder) -> None:
     waiting = _WaitingEmbedder(embedder)
-    memory = Memory(db, waiting)
+    # a remember's full-text search for similar notes, a correct's read of the scope's graph: each tells the
+    # embedder a read began, once the test names it
+    searches, graph_reads = threading.Event(), threading.Event()
+
+    class WatchedSearch(Search):
+        def text_search(self, query: str, scope: str, at: datetime | None, limit: int) -> list[tables.Hit]:
+            if searches.is_set():
+                waiting.read.set()
+            return super().text_search(query, scope, at, limit)
+
+    class WatchedGraphs(graph.Graphs):
+        def get_with_version(self, scope: str) -> tuple[graph.ScopeGraph, int]:
+            if graph_reads.is_set():
+                waiting.read.set()
+            return super().get_with_version(scope)
+
+    memory = Memory(db, waiting, parts=Parts(search=WatchedSearch, graphs=WatchedGraphs))
     waiting.read.set()
     port = memory.remember(Draft(text="The gateway listens on 8080"), scope="ops").note
     waiting.read.clear()
     waiting.overlapped.clear()
 
-    def reading(method: Callable[..., object]) -> Callable[..., object]:
-        def read(*args: object, **kwargs: object) -> object:
-            waiting.read.set()
-            return method(*args, **kwargs)
-
-        return read
-
-    # a remember's full-text search for similar notes, a correct's read of the scope's graph
-    monkeypatch.setattr(memory.tables.search, "text_search", reading(memory.tables.search.text_search))
+    searches.set()
     memory.remember(Draft(text="The gateway's health check is /healthz"), scope="ops")
     waiting.read.clear()
-    monkeypatch.setattr(memory.graphs, "get_with_version", reading(memory.graphs.get_with_version))
+    graph_reads.set()
     fixed = memory.correct(port.id, Draft(text="The gateway listens on 9090"), reason="moved")
 
     assert waiting.overlapped == [True, True]
@@ -467,13 +477,12 @@ def test_upkeep_builds_a_vector_index_and_a_small_scope_is_still_searched_exactl
         h.score == pytest.approx(exact_similarity[h.id], abs=1e-5) for h in approximate if h.id in exact_similarity
     )
 
-    def on_a_bucket() -> list[tables.Hit]:
-        on_disk = memory.tables.handles.location
-        monkeypatch.setattr(memory.tables.handles, "location", Bucket(memory.uri))  # what a bucket would do
-        try:
-            return memory.tables.search.vector_search(vector, "big", None, 20)
-        finally:
-            monkeypatch.setattr(memory.tables.handles, "location", on_disk)
+    class AsOnABucket(Handles):  # the store's directory, read as a bucket is: what a bucket would do
+        def __init__(self, uri: str, _: Location, indexes: Indexes, options: dict[str, str] | None = None) -> None:
+            super().__init__(uri, Bucket(uri), indexes, options)
+
+    def on_a_bucket() -> list[tables.Hit]:  # another connection to the store, at its latest version
+        return Tables(memory.uri, parts=Parts(handles=AsOnABucket)).search.vector_search(vector, "big", None, 20)
 
     remote = on_a_bucket()
     assert all(h.vector is None for h in remote) and len({h.id for h in remote} & exact_similarity.keys()) >= 19
@@ -585,8 +594,17 @@ def test_a_note_and_an_event_read_back_from_their_rows_as_written(note: Note, ev
 
 
 def test_warming_calls_back_once_the_model_is_loaded_and_even_when_warming_failed(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    unopenable = threading.Event()
+
+    class Unopenable(Handles):
+        def check_model(self, model: str, dimension: int | None = None) -> None:
+            if unopenable.is_set():
+                raise RuntimeError("the store could not be opened")
+            super().check_model(model, dimension)
+
+    memory = Memory(db, embedder, parts=Parts(handles=Unopenable))
     steps: list[str] = []
     embed = memory.embedder.embed
 
@@ -598,37 +616,44 @@ def test_warming_calls_back_once_the_model_is_loaded_and_even_when_warming_faile
     memory.warm(then=lambda: steps.append("then")).join(timeout=120)
     assert steps == ["embed", "then"]  # the server freezes what it holds here (server/app.py)
 
-    def refused(*_: object) -> None:
-        raise RuntimeError("the store could not be opened")
-
     steps.clear()
-    monkeypatch.setattr(memory.tables.handles, "check_model", refused)
+    unopenable.set()
     memory.warm(then=lambda: steps.append("then")).join(timeout=120)
     assert steps == ["then"]
 
 
+def reads_counted(scans: list[str], by_id: list[str]) -> Parts:
+    """Parts whose search names in `scans` each scope it scans whole (for a graph to keep: graph.py) and in
+    `by_id` each note it reads by id."""
+
+    class CountedReads(Search):
+        def scope_rows(self, scope: str, leave_out: Collection[str] = ()) -> ScopeRows | None:
+            scans.append(scope)
+            return super().scope_rows(scope, leave_out)
+
+        def notes_with_vectors(
+            self, ids: Iterable[str], vectors: bool = True
+        ) -> tuple[dict[str, Note], dict[str, np.ndarray]]:
+            ids = list(ids)
+            by_id.extend(ids)
+            return super().notes_with_vectors(ids, vectors)
+
+    return Parts(search=CountedReads)
+
+
 def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(graph, "ROWS_KEPT", 4)
+    scans: list[str] = []
+    by_id: list[str] = []
+    memory = Memory(db, embedder, parts=reads_counted(scans, by_id))
     small = {
         s: memory.import_notes([Draft(text=f"{s} host {i} runs the build") for i in range(3)], scope=s) for s in "ab"
     }
     big = memory.import_notes([Draft(text=f"Big host {i} runs the build") for i in range(5)], scope="big")
-    scans: list[str] = []
-    by_id: list[str] = []
-    real_scan, real_notes = memory.graphs.scan_scope, memory.tables.search.notes_with_vectors
-
-    def scan(scope: str, leave_out: Any = ()) -> Any:
-        scans.append(scope)
-        return real_scan(scope, leave_out)
-
-    def notes(ids: Any, vectors: bool = True) -> Any:
-        by_id.extend(ids)
-        return real_notes(ids, vectors)
-
-    monkeypatch.setattr(memory.graphs, "scan_scope", scan)
-    monkeypatch.setattr(memory.tables.search, "notes_with_vectors", notes)
+    scans.clear()  # counted from here
+    by_id.clear()
 
     def recall_without_kept_notes(scope: str) -> set[str]:
         memory.graphs.notes.clear()  # so every note comes from a scan, or by id
@@ -646,30 +671,31 @@ def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
 
 
 def test_another_process_s_writes_are_read_as_what_they_appended_and_a_compaction_adds_nothing_to_read(
-    db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+    db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     """graph.py: a graph behind the events table reads only what the versions since appended to its
     scope; a compaction and its index upkeep add nothing to read; a forget has the scope read whole."""
-    reader, writer = Memory(db, embedder), Memory(db, embedder)  # as two server processes
+    whole: list[str] = []  # the scopes whose events the reader's graphs read whole
+    since: list[list[str] | None] = []  # the events each catch-up read (None: it could not tell)
+
+    class CountedEvents(EventReads):
+        def scope_events(self, scope: str) -> tuple[int, list[Event]]:
+            whole.append(scope)
+            return super().scope_events(scope)
+
+        def events_since(self, version: int, scope: str) -> tuple[int, list[Event]] | None:
+            found = super().events_since(version, scope)
+            since.append(None if found is None else [e.id for e in found[1]])
+            return found
+
+    reader = Memory(db, embedder, parts=Parts(events=CountedEvents))
+    writer = Memory(db, embedder)  # as two server processes
     old = writer.remember(Draft(text="The deploy window is Tuesday 10:00")).note
     other = writer.remember(Draft(text="Builds run on the arm64 pool")).note
     writer.link(other.id, old.id, "depends_on")
     assert reader.recall("when is the deploy window?").chains[0].heads[0].id == old.id
-    whole: list[str] = []
-    since: list[list[str] | None] = []
-    read_scope, read_since = reader.graphs.read_scope, reader.graphs.read_since
-
-    def scope_read(scope: str) -> Any:
-        whole.append(scope)
-        return read_scope(scope)
-
-    def since_read(version: int, scope: str) -> Any:
-        found = read_since(version, scope)
-        since.append(None if found is None else [e.id for e in found[1]])
-        return found
-
-    monkeypatch.setattr(reader.graphs, "read_scope", scope_read)
-    monkeypatch.setattr(reader.graphs, "read_since", since_read)
+    whole.clear()  # counted from here
+    since.clear()
 
     corrected = writer.correct(old.id, Draft(text="The deploy window is Thursday 14:00"), reason="moved")
     first = reader.recall("when is the deploy window?").chains[0]

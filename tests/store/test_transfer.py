@@ -7,10 +7,11 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from corrigenda.server import render
 from corrigenda.server.cli_commands import _export
@@ -30,9 +31,12 @@ from corrigenda.store.model import (
     Note,
     NoteState,
 )
+from corrigenda.store.storage.handles import Handles
+from corrigenda.store.tables import NOTES, Parts
 from corrigenda.store.transfer import event_from_record, note_from_record
 from hypothesis import given
 from hypothesis import strategies as st
+from lancedb.table import Table
 
 from ..server.test_cli import run
 
@@ -291,26 +295,39 @@ class _CountingEmbedder:
         return self.model.readable(text)
 
 
+def before_each_write_of_notes(hook: Callable[[], None]) -> Parts:
+    """Parts whose every append to the notes table calls `hook` first: if it raises, the write fails there."""
+
+    class Hooked(Handles):
+        def append_rows(self, table: Table, rows: pa.Table) -> int:
+            if table.name == NOTES:
+                hook()
+            return super().append_rows(table, rows)
+
+    return Parts(handles=Hooked)
+
+
 def test_an_import_embeds_the_next_batch_while_one_is_written_and_stops_at_a_failed_write(
     db: str, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(transfer, "BATCH", 2)
     counting = _CountingEmbedder(embedder)
-    memory = Memory(db, counting)
-    memory.remember(Draft(text="The store existed before the import"), scope="ops")
-    counting.calls = 0  # from here, one call per batch
+    importing = threading.Event()
     writes: list[bool] = []  # per write: whether the next batch was embedded while it was under way
-    add_notes = memory.tables.add_notes
 
-    def write(notes: Sequence[tuple[Note, Sequence[float], bool]], model: str) -> int | None:
+    def write() -> None:
+        if not importing.is_set():
+            return
         with counting.changed:
             overlapped = counting.changed.wait_for(lambda: counting.calls >= len(writes) + 2, timeout=10)
         writes.append(overlapped)
         if len(writes) == 3:
             raise OSError("the disk is full")
-        return add_notes(notes, model)
 
-    monkeypatch.setattr(memory.tables, "add_notes", write)
+    memory = Memory(db, counting, parts=before_each_write_of_notes(write))
+    memory.remember(Draft(text="The store existed before the import"), scope="ops")
+    counting.calls = 0  # from here, one call per batch
+    importing.set()
     drafts = [Draft(text=f"Service {n} listens on port {8000 + n}") for n in range(7)]  # 4 batches: 2, 2, 2, 1
     with pytest.raises(OSError, match="the disk is full"):
         memory.import_notes(drafts, scope="ops")
@@ -601,11 +618,18 @@ def test_a_file_refused_for_a_bad_vector_revokes_and_forgets_nothing(
 
 
 def test_an_import_whose_notes_fail_to_be_written_changes_no_stored_note_and_completes_when_run_again(
-    tmp_path: Path, memory: Memory, embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
     """The file's events that change stored notes (a revokes, a forgets, an edge between stored notes)
     are written after its notes, in one append: a write that fails before that leaves every stored
     note as it was."""
+    full = threading.Event()
+
+    def failing() -> None:
+        if full.is_set():
+            raise OSError("the disk is full")
+
+    memory = Memory(db, embedder, parts=before_each_write_of_notes(failing))
     kept = memory.remember(Draft(text="The VPN host is vpn-1"), scope="ops").note
     secret = memory.remember(Draft(text="The alarm code is 4711"), scope="ops").note
     source = Memory(str(tmp_path / "source"), embedder)
@@ -617,18 +641,14 @@ def test_an_import_whose_notes_fail_to_be_written_changes_no_stored_note_and_com
     ]
     crafted = trailed([*list(source.export("ops"))[:-1], *events])
     before = list(memory.export("ops", vectors=True))[1:]
-
-    def failing(notes: Sequence[tuple[Note, Sequence[float], bool]], model: str) -> int | None:
-        raise OSError("the disk is full")
-
-    monkeypatch.setattr(memory.tables, "add_notes", failing)
+    full.set()
     with pytest.raises(OSError, match="the disk is full"):
         memory.import_lines(crafted)
     assert list(memory.export("ops", vectors=True))[1:] == before
     assert memory.history(kept.id).note.state is NoteState.ACTIVE
     assert memory.history(secret.id).note.text == "The alarm code is 4711"
 
-    monkeypatch.undo()
+    full.clear()
     done = memory.import_lines(crafted)
     assert (done.notes_written, done.events_written, done.notes_erased) == (1, 2, [secret.id])
     assert memory.history(kept.id).note.state is NoteState.REVOKED

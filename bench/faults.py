@@ -85,7 +85,10 @@ run, bench/local_s3.py; --seaweed: a SeaweedFS cluster started for the run, benc
 one after the other, moto first, and a table of the two side by side) and over HTTP with --transport
 http; it then also prints each kind of write's p50 / p99 latency, measured from its client, and with
 --local-s3 or --seaweed the commits the bucket refused and its requests during the writes (moto's
-gate by kind; SeaweedFS's gateway from its metrics, by type: GET and HEAD are one kind there). After
+gate by kind; SeaweedFS's gateway from its metrics, by type: GET and HEAD are one kind there), and
+the CPU the writes cost, by group of processes (the servers, the store's processes by role, HAProxy, the
+bench's own process: the clients), read from /proc just before and just after them, with the floor it
+sets on a write's latency: CPU ms a write x clients / CPUs, beside the p50 measured. After
 each write that stored a note, the next server reads it (history): a miss is counted as corrupt. A
 forget that failed is called again, as a user would (its delete may have landed).
 tests/store/test_object_store.py runs it short, three HTTP servers on SeaweedFS, and its negative control
@@ -261,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n for n, wanted in (("moto", args.local_s3), ("seaweed", args.seaweed)) if wanted
             ]
             for store in stores or [None]:
-                with bucket(store, args.local_s3_dispatcher) as (env, counter):
+                with bucket(store, args.local_s3_dispatcher) as (env, counter, store_processes):
                     db = args.db or (f"s3://{LOCAL_BUCKET}/faults-{int(time.time())}" if env else None)
                     name = f"{args.servers} servers x {args.writes} writes ({args.transport})"
                     front = haproxy_front if args.balancer else None
@@ -269,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         root, args.servers, args.writes, args.seed, db, args.transport,
                         {**(env or {}), **(BEHIND_A_FRONT if front else {})}, counter=counter, mix=args.mix,
                         name=f"{name} on {STORES[store]}" if store and len(stores) > 1 else name, front=front,
+                        store_processes=store_processes,
                     )  # fmt: skip
                     result.extra["store"] = store
                     results.append(result)
@@ -308,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown["servers"] = any("write_latency_ms" in p and "outage" not in p for p in payload["phases"])
     shown["stores"] = sum(bool(p.get("store")) for p in payload["phases"]) > 1
     shown["cluster"] = any("outage" in p for p in payload["phases"])
+    shown["cpu"] = shown["servers"]
     for name, render in TABLES.items():
         if shown[name]:
             print(f"\n{name}:\n{render(payload)}")

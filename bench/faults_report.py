@@ -18,7 +18,7 @@ from faults_transfer import TRANSFER_FORMS, TransferResult
 EXTRAS = (
     "cut_forgets", "detector", "rounds", "writers_start_gap_ms", "forgotten", "at_end", "servers_started_s",
     "seen_by_another_server", "forgets_retried", "write_latency_ms", "slowest_writes", "bucket_commits",
-    "bucket_requests", "gateway_ms_per_request", "outage",
+    "bucket_requests", "gateway_ms_per_request", "cpu", "outage",
 )  # fmt: skip
 COLUMNS = ("phase", "trials", "acknowledged", "lost", "duplicated", "corrupt", "leaked bytes", "failed", "seconds")
 
@@ -251,7 +251,47 @@ def cluster_table(payload: Mapping[str, Any]) -> str:
     return harness.markdown_table(header, rows)
 
 
+def cpu_table(payload: Mapping[str, Any]) -> str:
+    """Each servers phase: the CPU its timed writes cost, a write, by group of processes and by the store's
+    roles, and the floor that sets on the clients' latency (faults_cpu.cpu_figures)."""
+    phases = [p for p in payload["phases"] if "cpu" in p and "outage" not in p]
+    if not phases:
+        return "no CPU figures (a results file from before they were measured)"
+    if len(phases) == 1:
+        return _cpu_phase_table(phases[0]["cpu"])
+    return "\n\n".join(f"{p['phase']}: {_cpu_phase_table(p['cpu'])}" for p in phases)
+
+
+def _cpu_phase_table(cpu: Mapping[str, Any]) -> str:
+    total = cpu["ms_per_write"]["total"]
+    roles = cpu["store_ms_per_write"]
+    count = cpu["processes"]
+
+    def share(ms: float) -> int:
+        return round(100 * ms / total) if total else 0
+
+    rows: list[tuple[object, ...]] = []
+    for group, ms in cpu["ms_per_write"].items():
+        if group == "store":
+            rows.append((group, sum(count[r] for r in roles), ms, share(ms)))
+            rows += [(f"store: {role}", count[role], m, share(m)) for role, m in roles.items()]
+        elif group != "total":
+            rows.append((group, count[group], ms, share(ms)))
+    rows.append(("total", sum(count.values()), total, 100))
+    cycle = "a write and its read-back by another server" if cpu["read_backs"] else "a write"
+    clients = f"{cpu['clients']} client{'s' * (cpu['clients'] != 1)}"
+    said = (
+        f"{cpu['writes']} writes (and {cpu['read_backs']} read-backs) by {clients} in {cpu['wall_s']} s "
+        f"on {cpu['cpus']} CPUs, {100 * cpu['busy']:.0f} % of them busy with these processes "
+        f"(other processes: {cpu['others_ms_per_write']} ms a write); CPU-bound floor {cpu['floor_ms']} ms a write "
+        f"({total} ms × {cpu['clients']} / {cpu['cpus']} CPUs; {cpu['floor_with_others_ms']} ms with the "
+        f"other processes' CPU) beside p50 {cpu['p50_ms']} ms, and a client's cycle ({cycle}) measured "
+        f"at {cpu['cycle_ms']} ms"
+    )
+    return f"{said}\n\n{harness.markdown_table(('processes', 'count', 'CPU ms a write', 'share %'), rows)}"
+
+
 TABLES = {
     "main": main_table, "transfer": transfer_table, "servers": servers_table, "stores": stores_table,
-    "cluster": cluster_table,
+    "cluster": cluster_table, "cpu": cpu_table,
 }  # fmt: skip

@@ -1,6 +1,6 @@
 """bench/faults.py's part 2: several real servers on one store (a directory or a bucket), all writing at
 once, with an optional fault of the store in the middle (an `Outage`), then the checks; each kind of
-write's latency and the bucket's requests.
+write's latency, the bucket's requests, and the CPU the writes cost each group of processes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from corrigenda.store import Embedder
 from faults_check import PhaseResult, check_store, standing
 from faults_common import QUERY, Ledger, Pools, choose_write, note_text, progress
+from faults_cpu import StoreProcesses, census, cpu_figures
 from faults_serving import Front, Outcome, Server, call_tool, started_servers
 from harness import LOCAL_BUCKET, local_s3
 from seaweed import SeaweedCluster
@@ -185,7 +186,7 @@ def servers_phase(
     root: Path, servers: int, writes: int, seed: int, db: str | None = None, transport: str = "stdio",
     env: Mapping[str, str] | None = None, embedder: Embedder | None = None,
     counter: Callable[[], dict[str, Any]] | None = None, mix: str = "all", outage: Outage | None = None,
-    front: Front | None = None, name: str | None = None,
+    front: Front | None = None, name: str | None = None, store_processes: StoreProcesses | None = None,
 ) -> PhaseResult:  # fmt: skip
     """`servers` real servers on one store (`db`, default a directory under `root`; `env` reaches them
     and must already be in this process's environment for an object store), all writing at once, their
@@ -193,14 +194,15 @@ def servers_phase(
     `gate_counts` (a local S3 API's gate, or `SeaweedCluster.counts`): how many commits it refused and the
     requests it served during the writes, by kind. With `outage`, a fault of the store in the middle
     of the writes (`Outage`). With `front` (HTTP only), the clients reach the servers through what it
-    puts in front of them, a load balancer say (`Front`). `name` names the phase."""
+    puts in front of them, a load balancer say (`Front`). `name` names the phase. With `store_processes`
+    (`StoreProcesses`: none for a directory), the CPU the writes cost by group of processes (`cpu_figures`);
+    without it, none: a process of the store that this one started would pass for a server."""
     import anyio
     from corrigenda.store import SentenceTransformerEmbedder
 
     started = time.perf_counter()
     db = db or str(root / "servers" / "store")
     ledger = Ledger()
-    pools = Pools()
     result = PhaseResult(name or f"{servers} servers x {writes} writes ({transport})")
     per_server: list[Server] = []
     closing_errors: list[str] = []
@@ -214,54 +216,17 @@ def servers_phase(
                 await call_tool(server.client, "recall_chains", {"query": QUERY})
             result.extra["servers_started_s"] = round(time.perf_counter() - started, 1)
             before = counter() if counter else {}
-            async with anyio.create_task_group() as group:
-                written = anyio.Event()
-                if outage is not None:
-                    group.start_soon(inject, outage, running, result, written)
-                async with anyio.create_task_group() as writing:
-                    for server in running:
-                        rng = random.Random(f"{seed}/server/{server.k}")
-                        others = [s for s in running if s is not server]
-                        writing.start_soon(
-                            drive_server, server, others, writes, rng, pools, ledger, result, mix, outage
-                        )
-                written.set()
+            writing = census(store_processes()) if store_processes else None  # just before the writes
+            await write_at_once(running, writes, seed, ledger, result, mix, outage)
+            if store_processes and writing:  # and just after
+                outcomes = [o for server in running for o in server.outcomes]
+                reads = sum(o.op == "history" for o in outcomes)
+                cpu = cpu_figures(writing, census(store_processes()), len(running), len(outcomes) - reads, reads)
+                result.extra["cpu"] = cpu | {"p50_ms": latency_summary(running).get("all writes", {}).get("p50")}
             if outage is not None:
                 await read_again(outage, result)
             if counter:
-                after = counter()
-                refused = after["refused_writes"] - before["refused_writes"]
-                tried = (
-                    f"{after['conditional_writes'] - before['conditional_writes']} conditional writes during the "
-                    "writes (commits and lease takes), "
-                    if "conditional_writes" in after
-                    else ""
-                )
-                result.extra["bucket_commits"] = (
-                    f"{tried}{refused} refused because another writer took the version first"
-                )
-                result.extra["refused_commits"] = refused
-                requests = Counter(after["requests"])
-                requests.subtract(before["requests"])
-                result.extra["bucket_requests"] = {
-                    "during the writes": requests.total(), "per write": round(requests.total() / (servers * writes), 1),
-                    **{kind: n for kind, n in requests.most_common() if n},  # by kind (local_s3.kind)
-                }  # fmt: skip
-                if "cpu_seconds" in after:  # moto's gate: the one process's CPU, and what its listings answered
-                    cpu = Counter(after["cpu_seconds"])
-                    cpu.subtract(before["cpu_seconds"])
-                    result.extra["keys_per_listing"] = round(
-                        (after["listed_keys"] - before["listed_keys"]) / max(1, requests["list"]), 1
-                    )
-                    result.extra["bucket_server_cpu_ms_per_request"] = {
-                        kind: round(1000 * cpu[kind] / requests[kind], 2) for kind in requests if requests[kind]
-                    }
-                if "answer_seconds" in after:  # SeaweedFS's gateway: its time from request to answer
-                    answering = Counter(after["answer_seconds"])
-                    answering.subtract(before["answer_seconds"])
-                    result.extra["gateway_ms_per_request"] = {
-                        kind: round(1000 * answering[kind] / requests[kind], 2) for kind in requests if requests[kind]
-                    }
+                bucket_figures(before, counter(), servers * writes, result)
 
     anyio.run(run)
     result.extra["client_closing_errors"] = closing_errors
@@ -279,6 +244,61 @@ def servers_phase(
     standing(result, ledger)
     result.seconds = time.perf_counter() - started
     return result
+
+
+async def write_at_once(
+    running: Sequence[Server], writes: int, seed: int, ledger: Ledger, result: PhaseResult, mix: str,
+    outage: Outage | None,
+) -> None:  # fmt: skip
+    """Every server's `writes` (`drive_server`), all at once, with `outage` injected while they run."""
+    import anyio
+
+    pools = Pools()
+    async with anyio.create_task_group() as group:
+        written = anyio.Event()
+        if outage is not None:
+            group.start_soon(inject, outage, running, result, written)
+        async with anyio.create_task_group() as writing:
+            for server in running:
+                rng = random.Random(f"{seed}/server/{server.k}")
+                others = [s for s in running if s is not server]
+                writing.start_soon(drive_server, server, others, writes, rng, pools, ledger, result, mix, outage)
+        written.set()
+
+
+def bucket_figures(before: Mapping[str, Any], after: Mapping[str, Any], writes: int, result: PhaseResult) -> None:
+    """What the bucket's counts (`gate_counts`' shape) say of the `writes`, from `before` and `after` them,
+    into `result`: the commits it refused, its requests by kind, and what it spent on each kind."""
+    refused = after["refused_writes"] - before["refused_writes"]
+    tried = (
+        f"{after['conditional_writes'] - before['conditional_writes']} conditional writes during the "
+        "writes (commits and lease takes), "
+        if "conditional_writes" in after
+        else ""
+    )
+    result.extra["bucket_commits"] = f"{tried}{refused} refused because another writer took the version first"
+    result.extra["refused_commits"] = refused
+    requests = Counter(after["requests"])
+    requests.subtract(before["requests"])
+    result.extra["bucket_requests"] = {
+        "during the writes": requests.total(), "per write": round(requests.total() / writes, 1),
+        **{kind: n for kind, n in requests.most_common() if n},  # by kind (local_s3.kind)
+    }  # fmt: skip
+    if "cpu_seconds" in after:  # moto's gate: the one process's CPU, and what its listings answered
+        cpu = Counter(after["cpu_seconds"])
+        cpu.subtract(before["cpu_seconds"])
+        result.extra["keys_per_listing"] = round(
+            (after["listed_keys"] - before["listed_keys"]) / max(1, requests["list"]), 1
+        )
+        result.extra["bucket_server_cpu_ms_per_request"] = {
+            kind: round(1000 * cpu[kind] / requests[kind], 2) for kind in requests if requests[kind]
+        }
+    if "answer_seconds" in after:  # SeaweedFS's gateway: its time from request to answer
+        answering = Counter(after["answer_seconds"])
+        answering.subtract(before["answer_seconds"])
+        result.extra["gateway_ms_per_request"] = {
+            kind: round(1000 * answering[kind] / requests[kind], 2) for kind in requests if requests[kind]
+        }
 
 
 def latency_summary(servers: Sequence[Server]) -> dict[str, dict[str, float]]:
@@ -337,17 +357,23 @@ def percentiles(times: Sequence[float]) -> dict[str, float]:
 @contextmanager
 def bucket(
     store: str | None, dispatcher: bool = False
-) -> Iterator[tuple[dict[str, str], Callable[[], dict[str, Any]] | None]]:
-    """The servers part's bucket: its AWS variables (set in this process too) and what counts its
-    requests, for moto behind its gate (`local_s3`) or a SeaweedFS cluster (bench/seaweed.py); for no
-    store, ({}, None): a directory."""
+) -> Iterator[tuple[dict[str, str], Callable[[], dict[str, Any]] | None, StoreProcesses | None]]:
+    """The servers part's bucket: its AWS variables (set in this process too), what counts its requests
+    and what names its processes (`StoreProcesses`), for moto behind its gate (`local_s3`) or a SeaweedFS
+    cluster (bench/seaweed.py); for no store ({}, None, and no processes): a directory, or a bucket
+    that `--db` names, not started here."""
     if store == "seaweed":
         with SeaweedCluster([LOCAL_BUCKET]) as cluster:
             os.environ.update(cluster.env)
-            yield cluster.env, cluster.counts
+            yield cluster.env, cluster.counts, cluster.processes
         return
     with local_s3(store == "moto", dispatcher) as env:
-        yield env, (partial(gate_counts, env["AWS_ENDPOINT_URL"]) if env else None)
+        if not env:
+            yield env, None, lambda: {}
+            return
+        counter = partial(gate_counts, env["AWS_ENDPOINT_URL"])
+        moto = {"moto": [counter()["pid"]]}
+        yield env, counter, lambda: moto
 
 
 def gate_counts(endpoint: str) -> dict[str, Any]:

@@ -19,10 +19,11 @@ that makes it behave as S3 does where moto does not, and that can be told to mis
 - **Lost races.** `refuse_next` conditional writes are answered 412 without being written, as S3
   answers a writer whose version another writer took first.
 - **Counts.** `GET /_gate` answers the gate's counts as JSON (conditional writes, refused ones,
-  requests by `kind`, the CPU seconds its thread spent answering each kind, and the keys listings
-  answered), for a bench that runs it in another process (no bucket can be named `_gate`). moto lists
-  a prefix by walking every key of the bucket and renders each key it answers, so a listing costs
-  it several times a read, and more the more versions a table keeps.
+  requests by `kind`, the CPU seconds its thread spent answering each kind, the keys listings
+  answered, and its process id, whose whole CPU time a bench reads), for a bench that runs it in
+  another process (no bucket can be named `_gate`). moto lists a prefix by walking every key of the
+  bucket and renders each key it answers, so a listing costs it several times a read, and more the
+  more versions a table keeps.
 - **Outages.** `stop()` closes the port (connections are refused) and `start()` opens it again on
   the same port with the same objects.
 - **Only S3.** The gate serves moto's S3 application itself. moto's own server puts a dispatcher in
@@ -42,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -160,6 +162,7 @@ class Gate:
         return {
             "conditional_writes": self.conditional_writes, "refused_writes": self.refused_writes,
             "requests": dict(self.requests), "cpu_seconds": dict(self.cpu), "listed_keys": self.listed,
+            "pid": os.getpid(),  # for a bench that reads this process's CPU time
         }  # fmt: skip
 
 

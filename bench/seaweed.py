@@ -75,6 +75,8 @@ STOP_WITHIN_S = 5.0  # for one component to exit after SIGTERM, before SIGKILL
 POLL_S = 0.05
 
 
+# Each component's role, by the first part of its name (volume-0, volume-1, … are volume servers).
+ROLES = {"master": "master", "volume": "volume servers", "filer": "filer", "s3": "s3 gateway"}
 _KINDS = {"GET": "read", "LIST": "list", "PUT": "put", "DELETE": "delete"}  # the gateway's types, as local_s3.KINDS
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
@@ -381,6 +383,15 @@ class SeaweedCluster:
             text = response.read().decode()
         pattern = re.compile(rf"^SeaweedFS_s3_{name}\{{(?P<labels>[^}}]*)\}} (?P<value>\S+)$", re.M)
         return [(dict(_LABEL.findall(found["labels"])), float(found["value"])) for found in pattern.finditer(text)]
+
+    def processes(self) -> dict[str, list[int]]:
+        """The running components' process ids by role (ROLES), in the order they start: for a bench that
+        reads their CPU time. A component started again has a new id."""
+        found: dict[str, list[int]] = {}
+        for name, component in self.components.items():
+            if component.proc is not None and component.running:
+                found.setdefault(ROLES[name.split("-")[0]], []).append(component.proc.pid)
+        return found
 
     def listening(self) -> list[str]:
         """`ss -ltnp`'s lines for the cluster's processes: the address each listens on, and which."""

@@ -83,6 +83,8 @@ class Imports(Part):
                 skipped.append(position)
             held_by.append(held or note)
         transfer.write_notes(self.tables, self.embedder, written)
+        if written:
+            self.graphs.scope_grew(scope)  # a scan kept before these notes would be read around by id
         after = fold(written, [], max([now, *(n.recorded_at for n in written)]))  # new notes have no edges yet
         return ImportedNotes([note_view(n, after if n.id in after.notes else before) for n in held_by], skipped)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Concatenate, ParamSpec, TypeVar
 
+from .allocator import keep_search_buffers
 from .confirms import Confirms
 from .embedder import Embedder, SentenceTransformerEmbedder
 from .errors import CorrigendaError
@@ -99,6 +100,7 @@ class Memory:
         parts: Parts = REAL_PARTS,
     ) -> None:
         self.uri = uri
+        keep_search_buffers()  # a search's buffers kept between calls, not faulted in again (allocator.py)
         self.tables = Tables(uri, storage_options, parts)
         events = self.tables.events
         self.graphs = (parts.graphs or Graphs)(

@@ -670,6 +670,28 @@ def test_scans_kept_stay_within_rows_kept_and_a_scope_too_big_is_read_by_id(
     assert sorted(by_id) == sorted(n.id for n in big)
 
 
+def test_an_import_lets_a_kept_scan_go_so_its_notes_are_not_read_around_by_id(
+    db: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    """graph.py `scope_grew`: after a bulk import the scope is scanned again whole, rather than every later
+    recall reading the imported notes by id around a scan kept from before (issue 51's speed gap)."""
+    scans: list[str] = []
+    by_id: list[str] = []
+    memory = Memory(db, embedder, parts=reads_counted(scans, by_id))
+    first = memory.import_notes([Draft(text=f"Host {i} runs the build") for i in range(3)])
+    scans.clear()  # counted from here
+    by_id.clear()
+
+    def recalled() -> set[str]:
+        memory.graphs.notes.clear()  # so every note comes from a scan, or by id
+        return {h.id for c in memory.recall("which host runs the build?", scope="default").chains for h in c.heads}
+
+    assert recalled() == {n.id for n in first} and scans == ["default"]
+    second = memory.import_notes([Draft(text=f"Runner {i} runs the build") for i in range(3)])
+    assert recalled() >= {n.id for n in second}
+    assert scans == ["default", "default"] and by_id == []  # scanned again, none read by id
+
+
 def test_another_process_s_writes_are_read_as_what_they_appended_and_a_compaction_adds_nothing_to_read(
     db: str, embedder: SentenceTransformerEmbedder
 ) -> None:

@@ -48,6 +48,7 @@ def _operation(method: Callable[Concatenate[Memory, P], R]) -> Callable[Concaten
 
     def operation(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
+            self._reopen_if_removed()
             self.tables.handles.refresh()
             return method(self, *args, **kwargs)
         except CorrigendaError:
@@ -101,7 +102,17 @@ class Memory:
     ) -> None:
         self.uri = uri
         keep_search_buffers()  # a search's buffers kept between calls, not faulted in again (allocator.py)
-        self.tables = Tables(uri, storage_options, parts)
+        self.embedder = embedder or SentenceTransformerEmbedder()
+        self.clock = clock
+        self.settings = settings or RetrievalSettings()
+        self._made_of = (storage_options, parts)
+        self._opening = threading.Lock()
+        self._open()
+
+    def _open(self) -> None:
+        """Compose the store's parts: at the start, and again when its directory was removed (`_reopen_if_removed`)."""
+        storage_options, parts = self._made_of
+        self.tables = Tables(self.uri, storage_options, parts)
         events = self.tables.events
         self.graphs = (parts.graphs or Graphs)(
             events.events_version,
@@ -112,14 +123,23 @@ class Memory:
         )
         # What benches drive and tests wait for (compact, upkeep_due, finish_upkeep): the seam to upkeep
         self.upkeep = self.tables.upkeep
-        self.embedder = embedder or SentenceTransformerEmbedder()
-        self.clock = clock
-        self.settings = settings or RetrievalSettings()
         self.lookup = Lookup(self.tables, self.graphs)
-        given = Collaborators(self.tables, self.graphs, self.lookup, self.embedder, clock, self.settings)
+        given = Collaborators(self.tables, self.graphs, self.lookup, self.embedder, self.clock, self.settings)
         self.writes = Writes(given)
         self.imports = Imports(given)
         self.reads = Reads(given)
+
+    def _reopen_if_removed(self) -> None:
+        """A store on this machine's disk whose directory was removed while this process had it open (deleted
+        to start over) is opened anew, as a new process would find it: no store, made by the next write.
+        Without this each call would fail on tables that are gone for as long as the process runs, and a
+        shared engine runs as long as any client does."""
+        if not self.tables.handles.removed():
+            return
+        with self._opening:
+            if self.tables.handles.removed():
+                log.warning("the store at %s was removed while this process had it open: opened anew", self.uri)
+                self._open()
 
     def warm(self, then: Callable[[], None] | None = None) -> threading.Thread:
         """Open the database and load the model in the background, then call `then` (on that thread,

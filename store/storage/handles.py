@@ -99,6 +99,13 @@ class Handles:
             return None
         return StoreUnavailable(self.uri, _store_problem(exc))
 
+    def removed(self) -> bool:
+        """Whether the store's directory on this machine's disk is gone since this process opened one of
+        its tables (a bucket's never is: it names no directory)."""
+        directory = self.location.directory
+        opened = self._notes is not None or self._events is not None
+        return directory is not None and opened and not os.path.isdir(directory)
+
     def refresh(self) -> None:
         """See every write made so far, by any process: the start of each operation (module docstring).
         On a bucket the tables are caught up at once, each a listing and, if it moved, a manifest read."""

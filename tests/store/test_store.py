@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from corrigenda.store import (
     InvalidArgument,
     Memory,
     ModelMismatch,
+    NotFound,
     SentenceTransformerEmbedder,
     graph,
     recall,
@@ -750,3 +752,17 @@ def test_a_bucket_that_answers_only_with_its_own_failure_is_an_outage_a_disk_nev
     then fails saying what the store answered (StoreUnavailable), not "failed inside the store"."""
     assert Location.of("s3://bucket/store").unreachable(OSError(said)) is outage
     assert Location.of("/var/lib/corrigenda").unreachable(OSError(said)) is False
+
+
+def test_a_store_removed_while_open_is_opened_anew_as_a_new_process_would_find_it(memory: Memory) -> None:
+    """Someone deletes the store's directory to start over while a process (a shared engine) has it open:
+    the next write makes a new store, instead of every call failing on tables that are gone."""
+    old = memory.remember(Draft(text="The staging database runs on port 5433")).note
+    memory.recall("which port does the staging database use?")  # the tables and the scope's graph kept
+    shutil.rmtree(memory.uri)
+    new = memory.remember(Draft(text="The staging database runs on port 6543")).note
+    heads = [h.id for c in memory.recall("which port does the staging database use?").chains for h in c.heads]
+    assert heads == [new.id]
+    with pytest.raises(NotFound):
+        memory.history(old.id)
+    assert Memory(memory.uri, memory.embedder).stats()["notes"] == 1  # what another process finds

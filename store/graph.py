@@ -37,7 +37,7 @@ import numpy as np
 
 from .ids import is_note_id
 from .model import Event, EventKind, Note
-from .tables import ScopeRows
+from .storage.schema import ScopeRows
 
 # Notes (and, apart, vectors) read by id and kept between calls, the least recently used let go first:
 # at 20,000, about 30 MiB of vectors (384 floats) and as much text.

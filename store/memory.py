@@ -18,7 +18,6 @@ from .confirms import Confirms
 from .embedder import Embedder, SentenceTransformerEmbedder
 from .errors import CorrigendaError
 from .forgets import Forgets
-from .graph import Graphs
 from .imports import Imports
 from .lookup import Lookup
 from .model import MAX_TEXT as MAX_TEXT  # bench/longmemeval_ku.py reads the limit here
@@ -114,7 +113,7 @@ class Memory:
         storage_options, parts = self._made_of
         self.tables = Tables(self.uri, storage_options, parts)
         events = self.tables.events
-        self.graphs = (parts.graphs or Graphs)(
+        self.graphs = parts.graphs(
             events.events_version,
             events.scope_events,
             self.tables.search.scope_rows,

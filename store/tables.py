@@ -30,11 +30,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from . import where
+from .graph import Graphs
 from .model import Event, Note
 from .storage.compaction import Compaction
 from .storage.erasure import Erasure
@@ -45,9 +45,6 @@ from .storage.location import Location
 from .storage.schema import EVENT_SCHEMA, EVENT_STORED, EVENTS, NOTE_STORED, NOTES, Hit, ScopeRows, row_of
 from .storage.search import Search
 from .storage.upkeep import Upkeep
-
-if TYPE_CHECKING:
-    from .graph import Graphs  # graph.py imports this module: named, not imported, here
 
 __all__ = ["EVENTS", "NOTES", "REAL_PARTS", "Hit", "Parts", "ScopeRows", "Tables"]
 
@@ -65,7 +62,7 @@ class Parts:
     compaction: type[Compaction] = Compaction
     erasure: type[Erasure] = Erasure
     upkeep: type[Upkeep] = Upkeep
-    graphs: type[Graphs] | None = None  # None: graph.Graphs, which this module cannot import (above)
+    graphs: type[Graphs] = Graphs
 
 
 REAL_PARTS = Parts()  # what a store is made of unless a test hands other parts

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .engine_client import Client, _give_back, _rss_mib, _span, client_environment
+from .engine_client import Client, _rss_mib, _span, client_environment
 from .engine_listen import _answer, _listen, _lock, _peer, _private, _same
 from .forward_dial import dial, proof, user_secret
 from .forward_target import FLOOR, IDLE, LOOPBACK, NoEngine, code
@@ -161,7 +161,9 @@ class Engine:
                 with self.lock:
                     del self.clients[key]
                     self.quiet_since = time.monotonic()
-                _give_back()
+                from corrigenda.store.allocator import give_back  # loaded with the store by then
+
+                give_back()  # what the client's threads freed (glibc keeps it in their arenas)
 
     def _challenged(self, conn: socket.socket, reader: BinaryIO) -> str:
         """Over TCP, before the hello: the client's challenge answered with this engine's proof of the

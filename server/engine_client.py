@@ -38,16 +38,6 @@ def client_environment(env: Mapping[str, str], cwd: str) -> Iterator[None]:
         os.chdir(here)
 
 
-def _give_back() -> None:
-    """The memory a client's work freed, given back to the system: glibc keeps it in the arena of each
-    thread that served a client (one thread per connection) until told (bench/engine.py's memory sets
-    show what it saves). Elsewhere (no glibc) nothing happens."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
 def _span(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 

@@ -15,7 +15,7 @@ twice its time at 10,000 (issue 51).
 Pinned at the most glibc's own adjustment reaches (32 MiB mapped apart, 64 MiB of free top kept), the
 memory stays in the arenas: 60-300 faults a recall, in every process. What is kept is at most
 TRIM_THRESHOLD of free top in each arena a search used; the engine still hands it back when a client
-leaves (server/engine_client.py, `_give_back`). A process whose environment sets either threshold itself
+leaves (`give_back`, server/engine.py). A process whose environment sets either threshold itself
 (GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) is left as it asked. Both are set or
 neither: once one is set glibc stops adjusting the other, and one alone (the other left at 128 KiB) made
 every search fault several times as often as the default.
@@ -47,6 +47,17 @@ def _asked_otherwise() -> bool:
     )
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """The C library where it is glibc (Linux), else None: musl's mallopt and malloc_trim do nothing."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+    except OSError:
+        return None
+    return libc if hasattr(libc, "gnu_get_libc_version") and hasattr(libc, "malloc_trim") else None
+
+
 def keep_search_buffers() -> bool:
     """Set the thresholds (module docstring), once per process; whether they are set. Nothing happens
     outside Linux, under another C library, or where the environment sets them itself."""
@@ -55,16 +66,19 @@ def keep_search_buffers() -> bool:
         if _done is not None:
             return _done
         _done = False
-        if not sys.platform.startswith("linux") or _asked_otherwise():
+        libc = None if _asked_otherwise() else _glibc()
+        if libc is None:
             return False
-        try:
-            libc = ctypes.CDLL(None)
-        except OSError:
-            return False
-        if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
-            return False  # not glibc: musl's mallopt does nothing
         mallopt = libc.mallopt
         mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         mallopt.restype = ctypes.c_int
         _done = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
         return _done
+
+
+def give_back() -> None:
+    """The free memory of every arena given back to the system (glibc's malloc_trim), whatever the thresholds
+    keep: what the engine does when a client leaves (server/engine.py). Elsewhere nothing happens."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)

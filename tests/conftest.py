@@ -123,7 +123,7 @@ SLOW_KINDS = ("install", "bucket", "browser", "processes")
 # a process either: `unit_walls` fails it if it does, so the tier stays what it says in every run.
 MODEL_FIXTURES = ("embedder",)
 NOT_UNIT = {  # quick files whose tests start processes (servers, git, a fresh interpreter) or load a model
-    "server/test_http_security.py", "server/test_stdio.py", "store/test_embedder.py", "store/test_allocator.py",
+    "server/test_http_security.py", "server/test_stdio.py", "store/test_embedder.py", "store/test_allocator.py", "store/test_exit.py",
     "test_layout.py", "test_platforms.py", "test_docs.py",
 }  # fmt: skip
 # Files whose tests share a module or session fixture that is dear to make (a SeaweedFS cluster, a moto server, a built

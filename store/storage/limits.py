@@ -55,6 +55,8 @@ ORPHAN_AGE = timedelta(hours=1)
 # How long `forget` waits for another process's compaction: an erasure is never skipped. Upkeep, which
 # the next writes try again, gives up sooner.
 ERASE_WAIT = 120.0
+# How long a process's exit waits for threads Python did not start to leave its code (upkeep.py).
+NATIVE_EXIT_WAIT = 2.0
 ERASE_POLL = 0.5  # seconds between two looks while another process holds that lock
 UPKEEP_WAIT = 20.0
 # A read that meets a file removed by another process's cleanup checks out the latest version

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import sys
 import threading
 import time
 import weakref
@@ -39,6 +40,26 @@ def _finish_at_exit() -> None:
     for store in list(_STORES):
         if not store.finish_upkeep():
             log.warning("exiting while %s's upkeep is still under way", store.handles.uri)
+    if not _native_threads_left_python(limits.NATIVE_EXIT_WAIT):
+        log.warning("exiting while a native thread still runs Python code")
+
+
+def _native_threads_left_python(wait: float) -> bool:
+    """Wait up to `wait` seconds for the threads that Python did not start (Lance's and LanceDB's
+    workers) to leave the Python code they run; whether none runs any now. LanceDB's worker hands each
+    result to its event loop in Python, and lets go of the interpreter to wake the loop: the call that
+    waited returns, and the program can end before the worker takes the interpreter back. A worker
+    that comes back to an interpreter shutting down is stopped by it, inside Rust, which aborts the
+    process ("Fatal Python error: PyGILState_Release: thread state ... must be current when releasing": in
+    1 of 4 CI runs, test_processes.py's program that ends while its store compacts)."""
+    deadline = time.monotonic() + wait
+    while True:
+        started_here = {t.ident for t in threading.enumerate() if not isinstance(t, threading._DummyThread)}
+        if all(ident in started_here for ident in sys._current_frames()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)  # lets go of the interpreter, so such a worker can take it and finish
 
 
 class Upkeep:

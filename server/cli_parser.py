@@ -280,7 +280,7 @@ COMMANDS: dict[str, Command] = {
                 scopes_arguments, store.scopes, needs_store=True),
         Command("list", "list a scope's notes, newest first, by state",
                 list_arguments, store.list_notes, needs_store=True),
-        Command("changes", "what was corrected, revoked, reinstated or forgotten since a time",
+        Command("changes", "what was corrected, revoked, reinstated, forgotten or confirmed, and which settings were made, since a time",
                 changes_arguments, store.changes, needs_store=True),
         Command("remember", "store a note",
                 remember_arguments, store.remember, shares=(common, printed, note), writes=True),

@@ -12,6 +12,7 @@ from datetime import datetime
 from corrigenda.store.model import Draft, Event
 from corrigenda.store.views import (
     Chain,
+    Change,
     Changes,
     Corrected,
     Declared,
@@ -339,6 +340,19 @@ def note_list(r: NoteList) -> str:
     return "\n".join(lines)
 
 
+def setting(c: Change) -> str:
+    """What a setting of the scope as a whole says (`Memory.changes`)."""
+    if c.change == "check_every":
+        days = c.check_every_days
+        return (
+            "current notes are checked with no time limit"
+            if not days
+            else f"current notes are checked every {days} day(s)"
+        )
+    holds = "holds one value" if c.change == "declared" else "holds any number of values"
+    return f"subject {c.subject!r} {holds}"
+
+
 def changes(r: Changes) -> str:
     lines = [f"{len(r.changes)} change(s) in scope {r.scope} since {_day(r.since)}, newest first."]
     for c in r.changes:
@@ -347,6 +361,9 @@ def changes(r: Changes) -> str:
         why = f': "{e.reason}"' if e.reason else ""
         if c.change == "forgotten":
             lines.append(f"  {_day(e.recorded_at)} FORGOTTEN {c.note_id}{who}{why}")
+            continue
+        if c.note_id is None:
+            lines.append(f"  {_day(e.recorded_at)} {c.change.upper()} {setting(c)}{who}{why}")
             continue
         what = f"{c.note_id} -> {c.by.id}" if c.change == "corrected" and c.by else c.note_id
         lines.append(f"  {_day(e.recorded_at)} {c.change.upper()} {what}{who}{why}")

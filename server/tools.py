@@ -356,8 +356,9 @@ async def changes(
     scope: Scope = None,
     limit: Annotated[int, Field(description="How many to return.", ge=1, le=PAGE_MAX)] = 50,
 ) -> Annotated[CallToolResult, Changes]:
-    """What was corrected, revoked, reinstated or forgotten in a scope since a time, newest first, each with
-    its chain's current note. Call it when resuming work, before relying on what you knew then."""
+    """What was corrected, revoked, reinstated, forgotten or confirmed in a scope since a time, newest first,
+    each with its chain's current note, and the scope's settings made since (a subject declared to hold
+    one value or withdrawn, check_every). Call it when resuming work, before relying on what you knew then."""
     named = scope_named(ctx, scope)
     scope = await granted_scope(ctx, scope, "changes")
     r = await call(ctx, "changes", lambda m: m.changes(since=since, scope=scope, limit=limit, named=named))

@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from . import render
 from . import ui_html as h
 from . import ui_pages as pages
 from . import ui_truth as truth
@@ -257,11 +258,12 @@ async def changes(request: Request) -> Response:
 def change_line(where: h.Here, c: Any) -> str:
     ev = c.event
     why = f" — “{h.e(ev.reason)}”" if ev.reason else ""
-    target = (
-        f'<a href="{where.note_url(c.note_id)}">{h.e(c.note_id)}</a>'
-        if c.change == "forgotten"
-        else f'<a href="{where.chain_url(c.note_id)}">{h.e(h.short(c.note.text, 140) if c.note else c.note_id)}</a>'
-    )
+    if c.note_id is None:  # a setting of the scope as a whole
+        target = h.e(render.setting(c))
+    elif c.change == "forgotten":
+        target = f'<a href="{where.note_url(c.note_id)}">{h.e(c.note_id)}</a>'
+    else:
+        target = f'<a href="{where.chain_url(c.note_id)}">{h.e(h.short(c.note.text, 140) if c.note else c.note_id)}</a>'
     now = "".join(h.note_line(where, x, "NOW") for x in c.heads)
     return (
         f'<li class="change {h.e(c.change)}"><span class="label">{h.e(c.change.upper())}</span> {target}'

@@ -14,9 +14,10 @@ from datetime import datetime
 
 from .chains import event_view, note_view
 from .errors import InvalidArgument
-from .fold import Fold
+from .fold import CHECK_DAYS, Fold
 from .ids import is_note_id
 from .model import Event, EventKind, NoteState
+from .subjects import PREFIX
 from .views import Change, ChangeKind, Changes, NoteList, ScopeCount, ScopeList, StateFilter
 from .where import SCOPE_MAX
 
@@ -27,6 +28,14 @@ CHANGE_KINDS: dict[EventKind, ChangeKind] = {
     EventKind.REINSTATES: "reinstated",
     EventKind.FORGETS: "forgotten",
     EventKind.CONFIRMS: "confirmed",
+    EventKind.ONE_VALUE: "declared",
+    EventKind.MANY_VALUES: "withdrawn",
+    EventKind.CHECK_EVERY: "check_every",
+}
+SETTINGS: dict[EventKind, str] = {  # a setting's kind, and what its event's dst starts with
+    EventKind.ONE_VALUE: PREFIX,
+    EventKind.MANY_VALUES: PREFIX,
+    EventKind.CHECK_EVERY: CHECK_DAYS,
 }
 
 
@@ -89,8 +98,9 @@ def list_notes(
 
 
 def changed_since(events: Iterable[Event], since: datetime) -> list[Event]:
-    """The scope's corrections, revocations, reinstatements and erasures recorded after `since`, newest first."""
-    found = [e for e in events if e.kind in CHANGE_KINDS and e.recorded_at > since]
+    """The scope's corrections, revocations, reinstatements, erasures, confirmations and settings
+    recorded after `since`, newest first."""
+    found = [e for e in events if e.kind in CHANGE_KINDS and e.recorded_at > since and _well_formed(e)]
     return sorted(found, key=lambda e: (e.recorded_at, e.id), reverse=True)
 
 
@@ -113,8 +123,25 @@ def changes(folded: Fold, listed: list[Event], scope: str, since: datetime, limi
     return Changes(scope=scope, since=since, until=folded.at, changes=shown, more=skipped)
 
 
+def is_setting(event: Event) -> bool:
+    return event.kind in SETTINGS
+
+
+def _well_formed(event: Event) -> bool:
+    """Whether a setting's event names what it sets as settings do (an import checks no more than its kind)."""
+    return not is_setting(event) or event.dst.startswith(SETTINGS[event.kind])
+
+
 def _change(folded: Fold, visible: dict[str, Event], event: Event) -> Change | None:
     kind = CHANGE_KINDS[event.kind]
+    if is_setting(event):
+        value = event.dst.removeprefix(SETTINGS[event.kind])
+        days = int(value) if event.kind is EventKind.CHECK_EVERY and value.isdigit() else None
+        subject = value if event.kind is not EventKind.CHECK_EVERY else None
+        return Change(
+            change=kind, event=event_view(event, folded), note_id=None, note=None, subject=subject,
+            check_every_days=days,
+        )  # fmt: skip
     if event.kind is EventKind.FORGETS:
         return Change(change=kind, event=event_view(event, folded), note_id=event.dst, note=None)
     if event.id not in visible:

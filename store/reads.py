@@ -221,8 +221,9 @@ class Reads(Part):
         return browse.list_notes(folded, scope, state, offset, limit, utc(as_of))
 
     def changes(self, since: datetime, scope: str = "default", limit: int = 50, named: bool = True) -> Changes:
-        """What was corrected, revoked, reinstated or forgotten in a scope after `since`, newest first,
-        each with its chain's current notes (a scope nothing was stored in: as `recall` says)."""
+        """What was corrected, revoked, reinstated, forgotten or confirmed in a scope after `since`, and
+        the scope's settings made since (a subject declared or withdrawn, `check_every`), newest first,
+        each note's with its chain's current notes (a scope nothing was stored in: as `recall` says)."""
         scope = check_scope(scope)
         browse.check_page(0, limit)
         since_utc = utc(since)
@@ -234,7 +235,7 @@ class Reads(Part):
         listed = browse.changed_since(graph.all_events(), since_utc)
         mentioned: set[str] = set()
         for e in listed:
-            if e.kind is not EventKind.FORGETS:
+            if e.kind is not EventKind.FORGETS and not browse.is_setting(e):
                 mentioned.add(e.dst if is_note_id(e.dst) or e.dst not in graph.events else graph.events[e.dst].dst)
                 mentioned.update([e.src] if e.src else [])
         notes = self.tables.search.notes(mentioned)

@@ -330,16 +330,24 @@ class NoteList(BaseModel):
     counts: dict[NoteState, int] = Field(description="The whole scope's notes by state (every state, zeros too).")
 
 
-ChangeKind = Literal["corrected", "revoked", "reinstated", "forgotten", "confirmed"]
+ChangeKind = Literal[
+    "corrected", "revoked", "reinstated", "forgotten", "confirmed", "declared", "withdrawn", "check_every"
+]
 
 
 class Change(BaseModel):
-    """One lifecycle event since a time, with where its chain stands now."""
+    """One lifecycle event since a time, with where its chain stands now; or a setting of the scope as a
+    whole: a subject declared to hold one value (`declared`), that declaration withdrawn (`withdrawn`),
+    or how often its notes are to be checked (`check_every`)."""
 
     change: ChangeKind
     event: EventView
-    note_id: str = Field(description="The note it acted on: corrected, revoked, brought back, or erased.")
-    note: NoteView | None = Field(description="That note as it is now; null once it is forgotten.")
+    note_id: str | None = Field(
+        description="The note it acted on: corrected, revoked, brought back, or erased; null for a setting."
+    )
+    note: NoteView | None = Field(description="That note as it is now; null once it is forgotten, and for a setting.")
+    subject: str | None = Field(None, description="For declared and withdrawn: the subject, as written.")
+    check_every_days: int | None = Field(None, description="For check_every: the days set (0: no limit).")
     by: NoteView | None = Field(None, description="For corrected: the note that replaced it.")
     chain_id: str | None = None
     chain_status: ChainStatus | None = None

@@ -40,7 +40,8 @@ AFTER = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
 
 
 def seed(memory: Memory) -> dict[str, str]:
-    """A port that was corrected on 20 November, what it rests on, a neighbour, and a forgotten note."""
+    """A port that was corrected on 20 November, what it rests on, a neighbour, a forgotten note, and the
+    port's subject declared to hold one value."""
     old = memory.remember(
         Draft(text="The payments service listens on port 8080", at=BEFORE), scope="ops", actor="claude-code"
     ).note
@@ -54,6 +55,7 @@ def seed(memory: Memory) -> dict[str, str]:
     memory.remember(Draft(text="Alice owns the billing service", at=BEFORE), scope="ops", actor="claude-code")
     gone = memory.remember(Draft(text="The staging root password is tulip", at=BEFORE), scope="ops").note
     memory.forget(gone.id, reason="a person asked for it to be erased")
+    memory.declare_subject("payments.port", scope="ops", reason="one port at a time", actor="ada")
     return {"old": old.id, "new": new.id, "gone": gone.id}
 
 
@@ -159,6 +161,8 @@ def test_search_open_a_chain_and_replay_the_past_in_a_browser(tmp_path: Path, ui
         expect(page.locator("li.change.corrected")).to_contain_text("The payments service listens on port 8080")
         expect(page.locator("li.change.corrected li.now")).to_contain_text("9090")
         expect(page.locator("li.change.forgotten")).to_contain_text(ids["gone"])
+        expect(page.locator("li.change.declared")).to_contain_text("subject 'payments.port' holds one value")
+        expect(page.locator("li.change.declared .meta")).to_contain_text("“one port at a time”")
         assert "tulip" not in page.content()
 
         # 7. a mistyped scope names the nearest, a forgotten note says so; bad input: a clear message

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from corrigenda.server import render
 from corrigenda.store import Draft, InvalidArgument, Memory, NoteState, SentenceTransformerEmbedder
 from mcp import Client
 
@@ -112,6 +113,33 @@ def test_changes_since_a_time_are_newest_first_with_the_chains_current_head(mem:
     newest = mem.changes(since, scope="ops", limit=2)
     assert [c.change for c in newest.changes] == ["forgotten", "reinstated"] and newest.more == 2
     assert mem.changes(T0 + timedelta(hours=6), scope="ops").changes == []
+
+
+def test_changes_list_the_scopes_settings_made_since(mem: Memory, clock: Clock) -> None:
+    """A subject declared to hold one value, that declaration withdrawn, and how often notes are to be
+    checked: an agent resuming work learns them from `changes` as it learns corrections."""
+    clock.at(0)
+    mem.declare_subject("deploy.window", scope="ops", reason="set before the move")
+    mem.remember(Draft(text="Deploys run on Tuesdays", subject="deploy.window"), scope="ops")
+    clock.at(2)
+    mem.declare_subject("Payments timeout", scope="ops", reason="one timeout at a time", actor="ada")
+    clock.at(3)
+    mem.check_every(30, scope="ops")
+    clock.at(4)
+    mem.declare_subject("payments.timeout", scope="ops", one_value=False, reason="two regions, two timeouts")
+
+    found = mem.changes(T0 + timedelta(hours=1), scope="ops")
+    assert [(c.change, c.subject, c.check_every_days) for c in found.changes] == [
+        ("withdrawn", "payments.timeout", None),
+        ("check_every", None, 30),
+        ("declared", "Payments timeout", None),
+    ]
+    assert all(c.note_id is None and c.note is None and c.heads == [] for c in found.changes)
+    assert found.changes[2].event.actor == "ada" and found.changes[2].event.reason == "one timeout at a time"
+    text = render.changes(found)
+    assert "DECLARED subject 'Payments timeout' holds one value by ada" in text
+    assert "WITHDRAWN subject 'payments.timeout' holds any number of values" in text
+    assert "CHECK_EVERY current notes are checked every 30 day(s)" in text
 
 
 @pytest.mark.anyio

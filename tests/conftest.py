@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +28,13 @@ from corrigenda.server.app import build_server
 from corrigenda.server.config import Settings
 from corrigenda.store import Memory, SentenceTransformerEmbedder
 from mcp import Client
+
+# A shell's background job (`cmd &` without job control) starts with Ctrl-C ignored, and a process
+# inherits that: the servers the tests start would then not stop on SIGINT, and the tests of Ctrl-C
+# would fail for how the run was launched. A handler of its own here, which exec resets, gives each
+# process the tests start Ctrl-C as a terminal gives it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _real_connect = socket.socket.connect
 

@@ -40,8 +40,7 @@ AFTER = datetime(2026, 11, 20, 14, 0, tzinfo=UTC)
 
 
 def seed(memory: Memory) -> dict[str, str]:
-    """A port that was corrected on 20 November, what it rests on, a neighbour, a forgotten note, and the
-    port's subject declared to hold one value."""
+    """A port that was corrected on 20 November, what it rests on, a neighbour, and a forgotten note."""
     old = memory.remember(
         Draft(text="The payments service listens on port 8080", at=BEFORE), scope="ops", actor="claude-code"
     ).note
@@ -55,7 +54,6 @@ def seed(memory: Memory) -> dict[str, str]:
     memory.remember(Draft(text="Alice owns the billing service", at=BEFORE), scope="ops", actor="claude-code")
     gone = memory.remember(Draft(text="The staging root password is tulip", at=BEFORE), scope="ops").note
     memory.forget(gone.id, reason="a person asked for it to be erased")
-    memory.declare_subject("payments.port", scope="ops", reason="one port at a time", actor="ada")
     return {"old": old.id, "new": new.id, "gone": gone.id}
 
 
@@ -97,6 +95,7 @@ def start_ui(db: str, port: int) -> Iterator[str]:
 @pytest.fixture
 def ui(db: str, memory: Memory) -> Iterator[tuple[str, dict[str, str]]]:
     ids = seed(memory)
+    memory.declare_subject("payments.port", scope="ops", reason="one port at a time", actor="ada")  # a setting
     for base in start_ui(db, free_port()):
         yield base, ids
 

@@ -101,9 +101,9 @@ class Upkeep:
     def _look(self) -> None:
         """Compact what is due (`compact_if_due`), and again for as long as UPKEEP_CHECK_EVERY writes or
         more came while it did: the last writes of a burst are looked at when the look under way ends,
-        not at a next write that may never come. (At 100k notes, 500 links landed in one look's
-        compaction: the events table was left with 289 fragments, and every read paid for them until
-        the next writes.)"""
+        not at a next write that may never come. (At 100k notes, the last 1.7 s of a burst of links
+        landed during one look's compaction, which ended after them: the events table was left with 289
+        fragments, and every read paid for them until the next writes.)"""
         while True:
             self.compact_if_due()
             with self._checkers_lock:

@@ -104,13 +104,20 @@ class Upkeep:
         not at a next write that may never come. (At 100k notes, the last 1.7 s of a burst of links
         landed during one look's compaction, which ended after them: the events table was left with 289
         fragments, and every read paid for them until the next writes.)"""
-        while True:
-            self.compact_if_due()
-            with self._checkers_lock:
-                if self._stopping or self._writes_since_check < self._check_every:
+        done = False
+        try:
+            while not done:
+                self.compact_if_due()
+                with self._checkers_lock:  # decided and let go under one lock: a write in between starts a look
+                    done = self._stopping or self._writes_since_check < self._check_every
+                    if done:
+                        self._looking = False
+                    else:
+                        self._writes_since_check = 0
+        finally:
+            if not done:  # it failed: a look left marked as under way would stop this process's upkeep for good
+                with self._checkers_lock:
                     self._looking = False
-                    return
-                self._writes_since_check = 0
 
     def upkeep_due(self, latest: bool = True) -> bool:
         """Whether a table has enough small fragments, or rows no index covers yet, to compact it,

@@ -110,6 +110,32 @@ def test_a_burst_of_writes_starts_one_look_at_upkeep_at_a_time(db: str, monkeypa
     assert tables.search.count()["events"] == 21
 
 
+def test_a_look_at_upkeep_that_fails_leaves_the_next_writes_looking_again(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "UPKEEP_CHECK_EVERY", 1)
+    looks: list[threading.Thread] = []
+
+    class FailsFirst(Upkeep):
+        def compact_if_due(self) -> bool:
+            looks.append(threading.current_thread())
+            if len(looks) == 1:
+                raise RuntimeError("a look that fails (as a bug would)")
+            return super().compact_if_due()
+
+    tables = Tables(db, parts=Parts(upkeep=FailsFirst))
+    event = Event(id=new_event_id(), kind=EventKind.DEPENDS_ON, src=new_note_id(), dst=new_note_id(), scope="s",
+                  recorded_at=datetime.now(UTC))  # fmt: skip
+    failed: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failed.append(args.exc_value))
+    tables.add_events([event])
+    looks[0].join(30)
+    assert [str(e) for e in failed] == ["a look that fails (as a bug would)"]
+    tables.add_events([event.model_copy(update={"id": new_event_id()})])
+    assert len(looks) == 2 and looks[1] is not looks[0]
+    assert tables.upkeep.finish_upkeep(30)
+
+
 def test_only_one_process_compacts_at_a_time(db: str, memory: Memory) -> None:
     memory.remember(Draft(text="A note so the tables exist"))
     with FileLock(os.path.join(db, ".compact.lock")):  # as another process would hold it

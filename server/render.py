@@ -106,9 +106,7 @@ def recall(r: RecallResult) -> str:
         f'{len(r.chains)} chain(s) for "{r.query}" in scope {r.scope}{when} ({r.used_tokens}/{r.budget_tokens} tokens).'
     ]
     if r.scope_is_new:
-        lines.append(
-            f"Nothing is stored in scope {r.scope} yet: it is the project's own scope, and its first write makes it."
-        )
+        lines.append(f"Nothing is stored in scope {r.scope} yet: its first write makes it.")
     elif not r.chains:
         lines.append("Nothing in memory matches.")
     for i, c in enumerate(r.chains, 1):

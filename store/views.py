@@ -137,7 +137,9 @@ class RecallResult(BaseModel):
     budget_tokens: int
     omitted: list[Omitted] = Field(default_factory=list)
     scope_is_new: bool = Field(
-        False, description="Nothing was ever stored in this scope: the session's own scope, before its first note."
+        False,
+        description="Nothing was ever stored in this scope: the session's own scope before its first note, or "
+        "any scope of a store that holds none yet.",
     )
     unreadable: list[str] = Field(
         default_factory=list,

@@ -129,7 +129,9 @@ PREFIX = "/ui"  # where `serve --transport http --ui` mounts the web view, besid
 
 
 def announcement(base: str, settings: Settings) -> str:
-    """The stderr line saying where the web view answers (`base`, ending in a slash) and how to get in."""
+    """The stderr line saying where the web view answers (`base`, ending in a slash) and how to get in. A
+    space follows the address: a terminal that makes it a link takes what touches it along (`…/;` is no
+    page)."""
     if not authenticates(settings):
         access = "no token (loopback only)"
     else:
@@ -143,7 +145,7 @@ def announcement(base: str, settings: Settings) -> str:
             f"{SESSION_LIFETIME // 3600} hours, or until Log out), or send Authorization: Bearer; a grants "
             "file's token sees its own scopes only"
         )
-    return f"web view on {base}; {access}"
+    return f"web view on {base} - {access}"
 
 
 def mounted_ui(memory: Memory, default_scope: str, settings: Settings) -> Mount:

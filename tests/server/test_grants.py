@@ -18,6 +18,7 @@ import pytest
 from corrigenda.server.config import Settings
 from corrigenda.server.grants import GrantsError, NotGranted, admit, digest, parse
 from corrigenda.server.oauth import Refused, metadata_urls
+from corrigenda.server.ui import announcement
 from corrigenda.store import Draft, Memory
 from corrigenda.store.model import acted_by, agent_actor, credential_actor
 from mcp.shared.exceptions import MCPError
@@ -437,3 +438,10 @@ def test_a_pattern_that_matches_no_scope_is_warned_about_at_start(db: str, memor
     listening = next(line for line in lines if "listening on" in line)
     assert "bearer token required (CORRIGENDA_GRANTS)" in listening, lines
     assert lines[-1].startswith("corrigenda: grants: no scope matches ada write 'ada'; ada write 'tema-*' (yet)")
+
+
+@pytest.mark.parametrize("given", [{}, {"token": "s3cret-token-of-32-characters-ok"}, {"grants": "/etc/grants.toml"}])
+def test_the_web_views_address_on_stderr_ends_where_a_terminal_ends_a_link(given: dict[str, str]) -> None:
+    """A terminal makes the address a link up to the first space: `http://127.0.0.1:8766/;` opened 'No such page'."""
+    said = announcement("http://127.0.0.1:8766/", Settings(db="/tmp/unused", **given))  # type: ignore[arg-type]
+    assert re.search(r"http://127\.0\.0\.1:8766/\s", said), said

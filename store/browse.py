@@ -14,10 +14,10 @@ from datetime import datetime
 
 from .chains import event_view, note_view
 from .errors import InvalidArgument
-from .fold import CHECK_DAYS, Fold
+from .fold import CHECK_DAYS, Fold, check_days
 from .ids import is_note_id
 from .model import Event, EventKind, NoteState
-from .subjects import PREFIX
+from .subjects import PREFIX, subject_of
 from .views import Change, ChangeKind, Changes, NoteList, ScopeCount, ScopeList, StateFilter
 from .where import SCOPE_MAX
 
@@ -135,12 +135,10 @@ def _well_formed(event: Event) -> bool:
 def _change(folded: Fold, visible: dict[str, Event], event: Event) -> Change | None:
     kind = CHANGE_KINDS[event.kind]
     if is_setting(event):
-        value = event.dst.removeprefix(SETTINGS[event.kind])
-        days = int(value) if event.kind is EventKind.CHECK_EVERY and value.isdigit() else None
-        subject = value if event.kind is not EventKind.CHECK_EVERY else None
+        every = event.kind is EventKind.CHECK_EVERY
         return Change(
-            change=kind, event=event_view(event, folded), note_id=None, note=None, subject=subject,
-            check_every_days=days,
+            change=kind, event=event_view(event, folded), note_id=None, note=None,
+            subject=None if every else subject_of(event), check_every_days=check_days(event) if every else None,
         )  # fmt: skip
     if event.kind is EventKind.FORGETS:
         return Change(change=kind, event=event_view(event, folded), note_id=event.dst, note=None)

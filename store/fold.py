@@ -188,15 +188,20 @@ def fold(notes: Iterable[Note], events: Iterable[Event], at: datetime) -> Fold:
     return result
 
 
+def check_days(event: Event) -> int | None:
+    """The days a CHECK_EVERY event sets (0: no limit); None if what follows `days:` is not a number."""
+    value = event.dst.removeprefix(CHECK_DAYS)
+    return int(value) if value.isdigit() else None
+
+
 def _check_every(events: Iterable[Event], at: datetime) -> timedelta | None:
     """The scope's CHECK_EVERY setting as recorded by `at`: the latest one's days (None: no setting, or 0)."""
     settings = [
-        e for e in events
-        if e.kind is EventKind.CHECK_EVERY and e.recorded_at <= at and e.dst.removeprefix(CHECK_DAYS).isdigit()
-    ]  # fmt: skip
+        e for e in events if e.kind is EventKind.CHECK_EVERY and e.recorded_at <= at and check_days(e) is not None
+    ]
     if not settings:
         return None
-    days = int(max(settings, key=lambda e: (e.recorded_at, e.id)).dst.removeprefix(CHECK_DAYS))
+    days = check_days(max(settings, key=lambda e: (e.recorded_at, e.id))) or 0
     return timedelta(days=min(days, 36_500)) if days > 0 else None
 
 
